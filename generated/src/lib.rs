@@ -1,0 +1,1 @@
+//! The generated CUDA host-callback bindings.

@@ -1,0 +1,11 @@
+//! The generator of the CUDA host-callback bindings: headers → model → code → seal.
+//!
+//! The pipeline reads like windows-bindgen's: [`inputs`] fetches and checks what generation
+//! reads (pinned header packages, a pinned libclang), [`reader`] runs bindgen over the headers
+//! and turns its output into the plain-data [`model`], [`writer`] fills the wrapper templates
+//! from the model, and [`emit`] formats, seals and writes the files.
+
+pub mod inputs;
+pub mod target;
+
+pub use target::Ctk;
