@@ -1,1 +1,473 @@
-//! placeholder
+//! What generation reads, fetched and checked: the pinned CUDA header packages (or a local toolkit)
+//! and the pinned libclang, each hash-checked against `generator/inputs.lock` and described for
+//! provenance.
+//!
+//! Wheels come from PyPI through `python3 -m pip download` into a cache folder chosen by the caller
+//! (`<cache>/wheels/`), are checked against the lock, and are unpacked, only the part generation
+//! needs, into `<cache>/unpacked/`. A cached wheel whose hash matches is reused without the network.
+
+mod headers;
+mod libclang;
+mod lock;
+mod wheel;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::target::Ctk;
+
+pub use headers::local_headers;
+pub use libclang::{LIBCLANG_VERSION, local_libclang};
+pub use lock::{Lock, LockEntry};
+pub use wheel::{Fetch, Pip, sha256_file, unpack_wheel, verify_wheel};
+
+/// Everything generation reads for one target.
+#[derive(Clone, Debug)]
+pub struct Inputs {
+    /// The CUDA headers.
+    pub headers: Headers,
+    /// The libclang bindgen loads.
+    pub libclang: Libclang,
+}
+
+impl Inputs {
+    /// Gathers the inputs for `ctk`: the headers of the toolkit at `cuda_home` when given, else the
+    /// pinned header packages, and the pinned libclang (or `LIBCLANG_PATH`, see [`libclang`]).
+    pub fn gather(ctk: Ctk, cache: &Path, cuda_home: Option<&Path>) -> Result<Self, InputError> {
+        let headers = match cuda_home {
+            Some(dir) => local_headers(ctk, dir)?,
+            None => pinned_headers(ctk, cache)?,
+        };
+        Ok(Inputs {
+            headers,
+            libclang: libclang(cache)?,
+        })
+    }
+
+    /// Every provenance line, headers first.
+    pub fn provenance(&self) -> Vec<Provenance> {
+        let mut all = self.headers.source.clone();
+        all.push(self.libclang.source.clone());
+        all
+    }
+}
+
+/// The CUDA headers of one target, checked: the three headers generation reads exist, `crt/` is
+/// reachable from the include folders, and `cuda.h` defines the target's `CUDA_VERSION`.
+#[derive(Clone, Debug)]
+pub struct Headers {
+    /// The target these headers were checked against.
+    pub ctk: Ctk,
+    /// The folders to pass as `-I`, in order.
+    pub include_dirs: Vec<PathBuf>,
+    /// `cuda.h` (the driver API).
+    pub cuda_h: PathBuf,
+    /// `cuda_runtime_api.h` (the runtime API).
+    pub runtime_api_h: PathBuf,
+    /// `cudaTypedefs.h` (one `PFN_` typedef per ABI version of each driver function).
+    pub typedefs_h: PathBuf,
+    /// The `CUDA_VERSION` that `cuda.h` defines, e.g. 13000.
+    pub cuda_version: u32,
+    /// Where the headers came from: one line per wheel, or one per header of a local toolkit.
+    pub source: Vec<Provenance>,
+}
+
+/// The libclang that bindgen loads, and what clang needs besides it.
+#[derive(Clone, Debug)]
+pub struct Libclang {
+    /// The folder to put in `LIBCLANG_PATH` (or the path `LIBCLANG_PATH` already held).
+    pub dir: PathBuf,
+    /// The libclang version: [`LIBCLANG_VERSION`] for the pinned one, `"unknown"` for an override.
+    pub version: String,
+    /// Extra clang arguments: `-isystem <gcc's include folder>`, since the pinned libclang ships no
+    /// resource headers such as `<stddef.h>`.
+    pub clang_args: Vec<String>,
+    /// Where it came from.
+    pub source: Provenance,
+    /// Set when `LIBCLANG_PATH` overrides the pinned libclang: a warning for the user.
+    pub warning: Option<String>,
+}
+
+/// One input generation read, as recorded in the provenance of the generated files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Provenance {
+    /// The package (`nvidia-cuda-runtime`, `libclang`), or `cuda-home` for a local toolkit.
+    pub name: String,
+    /// The package version, or the toolkit's CUDA version (`12.9`).
+    pub version: String,
+    /// The wheel file name, or the path of a local file (`override: <path>` for `LIBCLANG_PATH`).
+    pub file: String,
+    /// SHA-256 of that file, lower-case hex (`unknown` when it could not be read).
+    pub sha256: String,
+}
+
+impl fmt::Display for Provenance {
+    /// One line: `<name>==<version> <file> sha256:<hex>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}=={} {} sha256:{}",
+            self.name, self.version, self.file, self.sha256
+        )
+    }
+}
+
+/// Why an input could not be obtained. Each message is one line that says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// `pip download` failed or could not be run.
+    #[error(
+        "could not download {spec}: {detail}; check that `python3 -m pip` works and PyPI is reachable"
+    )]
+    Download {
+        /// `name==version`.
+        spec: String,
+        /// pip's last line on stderr, or why pip could not run.
+        detail: String,
+    },
+    /// pip succeeded but did not produce the file the lock names.
+    #[error(
+        "pip downloaded {spec} as {got} but generator/inputs.lock names {expected}; update the lock if the pin changed on purpose"
+    )]
+    UnexpectedFile {
+        /// `name==version`.
+        spec: String,
+        /// What pip wrote.
+        got: String,
+        /// What the lock names.
+        expected: String,
+    },
+    /// A wheel's SHA-256 differs from the lock.
+    #[error(
+        "{file}: sha256 {actual} does not match the lock ({expected}); delete {} and retry, or update generator/inputs.lock if the pin changed on purpose",
+        path.display()
+    )]
+    HashMismatch {
+        /// The wheel file name.
+        file: String,
+        /// Its SHA-256.
+        actual: String,
+        /// The lock's SHA-256.
+        expected: String,
+        /// Where it lies.
+        path: PathBuf,
+    },
+    /// A wheel entry would land outside the unpack folder.
+    #[error(
+        "{}: entry '{entry}' is unsafe (absolute, '..' or a link), so nothing was unpacked; delete the wheel and retry",
+        wheel.display()
+    )]
+    UnsafeEntry {
+        /// The wheel.
+        wheel: PathBuf,
+        /// The entry's name as stored.
+        entry: String,
+    },
+    /// A wheel is not a readable zip.
+    #[error("{}: not a readable wheel ({source}); delete it and retry", wheel.display())]
+    Zip {
+        /// The wheel.
+        wheel: PathBuf,
+        /// What the zip reader said.
+        source: zip::result::ZipError,
+    },
+    /// A wheel has nothing under the folder generation needs.
+    #[error(
+        "{}: has no entries under {prefix}; the pinned package's layout changed, fix its pin in generator/src/inputs.rs",
+        wheel.display()
+    )]
+    NothingToUnpack {
+        /// The wheel.
+        wheel: PathBuf,
+        /// The folder (or file) that was looked for.
+        prefix: String,
+    },
+    /// The lock has no line for a pin.
+    #[error(
+        "generator/inputs.lock has no entry for {spec}; add `{spec} <wheel file> <sha256>` to it"
+    )]
+    NotLocked {
+        /// `name==version`.
+        spec: String,
+    },
+    /// The lock file cannot be parsed.
+    #[error(
+        "generator/inputs.lock line {line}: {detail}; each line is `<name>==<version> <wheel file> <sha256>`"
+    )]
+    BadLock {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A header generation reads is missing.
+    #[error("no {header} in {dirs}; {hint}")]
+    MissingHeader {
+        /// The header, e.g. `crt/host_defines.h`.
+        header: String,
+        /// The include folders searched, comma-separated.
+        dirs: String,
+        /// What to do.
+        hint: String,
+    },
+    /// `cuda.h` has no `#define CUDA_VERSION <n>`.
+    #[error("{}: has no `#define CUDA_VERSION <n>`; it is not a CUDA cuda.h", path.display())]
+    NoCudaVersion {
+        /// The `cuda.h` read.
+        path: PathBuf,
+    },
+    /// The headers are of another CUDA version than the target.
+    #[error(
+        "{what} is CUDA {found} (CUDA_VERSION {found_raw}) but --ctk {ctk} was asked for; {hint}"
+    )]
+    VersionMismatch {
+        /// What was read, e.g. `--cuda-home /usr/local/cuda`.
+        what: String,
+        /// Its version as `major.minor`.
+        found: String,
+        /// Its `CUDA_VERSION`.
+        found_raw: u32,
+        /// The target asked for.
+        ctk: Ctk,
+        /// What to do.
+        hint: String,
+    },
+    /// `--cuda-home` is not a toolkit root.
+    #[error(
+        "--cuda-home {} has no include/cuda.h; point --cuda-home at a CUDA toolkit root (the folder holding include/cuda.h)",
+        cuda_home.display()
+    )]
+    NoCudaH {
+        /// The folder given.
+        cuda_home: PathBuf,
+    },
+    /// Neither the pinned libclang nor an override is available.
+    #[error(
+        "no libclang obtainable: the pinned libclang {LIBCLANG_VERSION} could not be fetched ({detail}); set LIBCLANG_PATH to a folder holding libclang.so to use a local one"
+    )]
+    NoLibclang {
+        /// Why the pinned one failed.
+        detail: String,
+    },
+    /// gcc is needed for clang's `<stddef.h>` and friends but could not be run.
+    #[error(
+        "`gcc -print-file-name=include` failed ({detail}); install gcc, whose include folder supplies <stddef.h> to the pinned libclang"
+    )]
+    GccMissing {
+        /// Why it failed.
+        detail: String,
+    },
+    /// A file operation failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path operated on.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl InputError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> InputError {
+        let path = path.into();
+        move |source| InputError::Io { path, source }
+    }
+}
+
+/// One pinned wheel and the part of it generation reads.
+#[derive(Clone, Copy, Debug)]
+struct Pin {
+    /// `name==version`, as in the lock.
+    spec: &'static str,
+    /// The folder (or single file) of the wheel to unpack.
+    keep: &'static str,
+    /// The folder, relative to the unpacked root, that generation uses (an include folder, or the
+    /// folder holding `libclang.so`).
+    dir: &'static str,
+}
+
+/// The header packages of each target: the runtime package (cuda.h, cuda_runtime_api.h,
+/// cudaTypedefs.h, ...) and the package that carries `crt/` (only `crt/` is unpacked).
+fn header_pins(ctk: Ctk) -> [Pin; 2] {
+    const RT12: &str = "nvidia/cuda_runtime/include";
+    const NVCC12: &str = "nvidia/cuda_nvcc/include";
+    const CU13: &str = "nvidia/cu13/include";
+    let (runtime, runtime_dir, crt, crt_dir) = match ctk {
+        Ctk::V12_9 => (
+            "nvidia-cuda-runtime-cu12==12.9.79",
+            RT12,
+            "nvidia-cuda-nvcc-cu12==12.9.86",
+            NVCC12,
+        ),
+        Ctk::V13_0 => (
+            "nvidia-cuda-runtime==13.0.96",
+            CU13,
+            "nvidia-cuda-crt==13.0.88",
+            CU13,
+        ),
+        Ctk::V13_5 => (
+            "nvidia-cuda-runtime==13.5.37",
+            CU13,
+            "nvidia-cuda-crt==13.5.37",
+            CU13,
+        ),
+    };
+    let crt_keep = match ctk {
+        Ctk::V12_9 => "nvidia/cuda_nvcc/include/crt",
+        Ctk::V13_0 | Ctk::V13_5 => "nvidia/cu13/include/crt",
+    };
+    [
+        Pin {
+            spec: runtime,
+            keep: runtime_dir,
+            dir: runtime_dir,
+        },
+        Pin {
+            spec: crt,
+            keep: crt_keep,
+            dir: crt_dir,
+        },
+    ]
+}
+
+/// The pinned libclang wheel.
+const LIBCLANG_PIN: Pin = Pin {
+    spec: "libclang==18.1.1",
+    keep: "libclang-18.1.1.data/platlib/clang/native/libclang.so",
+    dir: "libclang-18.1.1.data/platlib/clang/native",
+};
+
+/// Every `name==version` the generator pins, for checking the lock against the code.
+pub fn pinned_specs() -> Vec<&'static str> {
+    let mut specs: Vec<&str> = Ctk::ALL
+        .into_iter()
+        .flat_map(header_pins)
+        .map(|p| p.spec)
+        .collect();
+    specs.push(LIBCLANG_PIN.spec);
+    specs
+}
+
+/// Obtains pinned wheels: looks each up in a [`Lock`], reuses a cached copy whose hash matches,
+/// fetches it otherwise, and unpacks the part generation reads.
+pub struct Fetcher {
+    lock: Lock,
+    fetch: Box<dyn Fetch>,
+}
+
+impl Fetcher {
+    /// A fetcher with the given lock and download step (tests pass their own).
+    pub fn new(lock: Lock, fetch: Box<dyn Fetch>) -> Self {
+        Fetcher { lock, fetch }
+    }
+
+    /// The committed lock, `generator/inputs.lock`, and [`Pip`].
+    pub fn committed() -> Result<Self, InputError> {
+        Ok(Fetcher::new(Lock::committed()?, Box::new(Pip::default())))
+    }
+
+    /// The pinned headers of `ctk`, fetched into and unpacked under `cache`, and checked.
+    pub fn headers(&self, ctk: Ctk, cache: &Path) -> Result<Headers, InputError> {
+        let mut include_dirs = Vec::new();
+        let mut source = Vec::new();
+        for pin in header_pins(ctk) {
+            let (root, prov) = self.unpacked(pin, cache)?;
+            include_dirs.push(root.join(pin.dir));
+            source.push(prov);
+        }
+        let specs = source
+            .iter()
+            .map(|p| format!("{}=={}", p.name, p.version))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut headers = headers::check(ctk, include_dirs, &headers::Origin::Pinned(specs))?;
+        headers.source = source;
+        Ok(headers)
+    }
+
+    /// The pinned libclang, fetched into and unpacked under `cache`, with the clang arguments it
+    /// needs. `LIBCLANG_PATH` is not consulted here (see [`libclang`]).
+    pub fn libclang(&self, cache: &Path) -> Result<Libclang, InputError> {
+        let (root, source) = self.unpacked(LIBCLANG_PIN, cache).map_err(|e| match e {
+            InputError::Download { detail, .. } => InputError::NoLibclang { detail },
+            other => other,
+        })?;
+        let so = root.join(LIBCLANG_PIN.keep);
+        let source = Provenance {
+            sha256: sha256_file(&so)?,
+            file: format!("{}:{}", source.file, LIBCLANG_PIN.keep),
+            ..source
+        };
+        Ok(Libclang {
+            dir: root.join(LIBCLANG_PIN.dir),
+            version: LIBCLANG_VERSION.to_owned(),
+            clang_args: libclang::gcc_include_args()?,
+            source,
+            warning: None,
+        })
+    }
+
+    /// The wheel of `spec` under `<cache>/wheels/`, hash-checked, fetched if absent or stale.
+    pub fn wheel(&self, spec: &str, cache: &Path) -> Result<(PathBuf, &LockEntry), InputError> {
+        let entry = self.lock.get(spec)?;
+        let path = wheel::ensure(entry, &*self.fetch, &cache.join("wheels"))?;
+        Ok((path, entry))
+    }
+
+    /// Unpacks `pin.keep` of the pinned wheel under `<cache>/unpacked/<key>/` (once), returning
+    /// that root and the wheel's provenance.
+    fn unpacked(&self, pin: Pin, cache: &Path) -> Result<(PathBuf, Provenance), InputError> {
+        let (wheel_path, entry) = self.wheel(pin.spec, cache)?;
+        let root = cache.join("unpacked").join(entry.unpack_key(pin.keep));
+        if !root.is_dir() {
+            wheel::unpack_into_place(&wheel_path, pin.keep, &root)?;
+        }
+        Ok((root, entry.provenance()))
+    }
+}
+
+/// The pinned headers of `ctk`: fetched with pip (or reused) under `cache`, checked against
+/// `generator/inputs.lock`, unpacked and verified.
+pub fn pinned_headers(ctk: Ctk, cache: &Path) -> Result<Headers, InputError> {
+    Fetcher::committed()?.headers(ctk, cache)
+}
+
+/// The libclang for bindgen: `LIBCLANG_PATH` when set (with a warning, see [`local_libclang`]),
+/// else the pinned wheel fetched (or reused) under `cache`.
+pub fn libclang(cache: &Path) -> Result<Libclang, InputError> {
+    match std::env::var_os("LIBCLANG_PATH").filter(|v| !v.is_empty()) {
+        Some(path) => local_libclang(Path::new(&path)),
+        None => Fetcher::committed()?.libclang(cache),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pin_is_locked_and_every_lock_line_is_pinned() {
+        let lock = Lock::committed().unwrap();
+        let specs = pinned_specs();
+        for spec in &specs {
+            lock.get(spec).unwrap();
+        }
+        for entry in lock.entries() {
+            assert!(
+                specs.contains(&entry.spec().as_str()),
+                "{} is locked but not pinned",
+                entry.spec()
+            );
+        }
+    }
+
+    #[test]
+    fn crt_is_kept_under_an_include_dir() {
+        for ctk in Ctk::ALL {
+            let [runtime, crt] = header_pins(ctk);
+            assert!(runtime.keep.starts_with(runtime.dir));
+            assert_eq!(crt.keep, format!("{}/crt", crt.dir));
+        }
+        assert!(LIBCLANG_PIN.keep.starts_with(LIBCLANG_PIN.dir));
+    }
+}

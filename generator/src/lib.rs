@@ -3,9 +3,16 @@
 //! The pipeline reads like windows-bindgen's: [`inputs`] fetches and checks what generation
 //! reads (pinned header packages, a pinned libclang), [`reader`] runs bindgen over the headers
 //! and turns its output into the plain-data [`model`], [`writer`] fills the wrapper templates
-//! from the model, and [`emit`] formats, seals and writes the files.
+//! from the model, and [`emit`] formats, seals and writes the files. [`pipeline`] strings them
+//! together for one target.
 
+pub mod allowlist;
+pub mod emit;
 pub mod inputs;
+pub mod model;
+pub mod pipeline;
+pub mod reader;
 pub mod target;
+pub mod writer;
 
 pub use target::Ctk;

@@ -101,7 +101,10 @@ mod tests {
         }
         for bad in ["11.8", "14.0", "banana", "", "12"] {
             let err = bad.parse::<Ctk>().unwrap_err().to_string();
-            assert!(err.contains("supported targets are 12.9, 13.0 and 13.5"), "{err}");
+            assert!(
+                err.contains("supported targets are 12.9, 13.0 and 13.5"),
+                "{err}"
+            );
         }
     }
 

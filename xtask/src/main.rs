@@ -1,1 +1,197 @@
-fn main() {}
+//! `cargo xtask`: the project's maintenance commands.
+//!
+//! - `regen --ctk <12.9|13.0|13.5|all> [--cuda-home DIR] [--out DIR]`: (re)generate bindings;
+//! - `verify [PATH...]`: check every seal (no headers, no libclang);
+//! - `check`: regenerate in memory and fail if anything committed differs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use hostcb_generator::Ctk;
+use hostcb_generator::emit::{self, GeneratedFile};
+use hostcb_generator::pipeline::{self, Options, Workspace};
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    about = "Maintenance commands of the CUDA host-callback bindings"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Regenerate the bindings of one CTK target (or all), writing only files that change.
+    Regen {
+        /// The target: 12.9, 13.0, 13.5, or all.
+        #[arg(long)]
+        ctk: String,
+        /// Read the headers of a local CUDA toolkit (its CUDA_VERSION must match --ctk).
+        #[arg(long, value_name = "DIR")]
+        cuda_home: Option<PathBuf>,
+        /// Write the generated crate's files under DIR instead of generated/ (e.g. a backport checkout).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// Check the seal of every generated file (default: generated/); needs no headers or libclang.
+    Verify {
+        /// Files or folders to check.
+        paths: Vec<PathBuf>,
+    },
+    /// Regenerate every target in memory and fail if the committed output differs.
+    Check {
+        /// The target to check: 12.9, 13.0, 13.5, or all (default).
+        #[arg(long, default_value = "all")]
+        ctk: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn targets(ctk: &str) -> anyhow::Result<Vec<Ctk>> {
+    if ctk == "all" {
+        return Ok(Ctk::ALL.to_vec());
+    }
+    Ok(vec![ctk.parse::<Ctk>()?])
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    let ws = Workspace::this();
+    match command {
+        Command::Regen {
+            ctk,
+            cuda_home,
+            out,
+        } => regen(&ws, &ctk, cuda_home, out),
+        Command::Verify { paths } => verify(&ws, paths),
+        Command::Check { ctk } => check(&ws, &ctk),
+    }
+}
+
+fn generate_all(
+    ws: &Workspace,
+    ctks: &[Ctk],
+    opts: &Options,
+) -> anyhow::Result<Vec<GeneratedFile>> {
+    let mut files = Vec::new();
+    for &ctk in ctks {
+        let started = Instant::now();
+        let generated = pipeline::generate(ws, ctk, opts)?;
+        for w in &generated.warnings {
+            eprintln!("warning: {w}");
+        }
+        eprintln!(
+            "CTK {ctk}: {} driver and {} runtime functions, {:.2} s",
+            generated.model.driver.functions.len(),
+            generated.model.runtime.functions.len(),
+            started.elapsed().as_secs_f64()
+        );
+        files.extend(generated.files);
+    }
+    Ok(files)
+}
+
+fn regen(
+    ws: &Workspace,
+    ctk: &str,
+    cuda_home: Option<PathBuf>,
+    out: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let ctks = targets(ctk)?;
+    if cuda_home.is_some() && ctks.len() != 1 {
+        bail!(
+            "--cuda-home reads one toolkit, so it needs one --ctk target (12.9, 13.0 or 13.5), not 'all'"
+        );
+    }
+    let root = out.unwrap_or_else(|| ws.generated());
+    if !root.is_dir() {
+        bail!(
+            "the output directory {} does not exist; create it or pass an existing --out DIR",
+            root.display()
+        );
+    }
+    let started = Instant::now();
+    let files = generate_all(ws, &ctks, &Options { cuda_home })?;
+    let summary = emit::write_tree(&root, &files)?;
+    for f in &summary.written {
+        eprintln!("wrote {}", root.join(f).display());
+    }
+    eprintln!(
+        "regen: {} files, {} written, {} unchanged, in {:.2} s",
+        files.len(),
+        summary.written.len(),
+        summary.unchanged.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let paths = if paths.is_empty() {
+        vec![ws.generated()]
+    } else {
+        paths
+    };
+    let report =
+        hostcb_seal::verify_paths(&paths).context("verify could not walk the given paths")?;
+    for failure in &report.failures {
+        eprintln!("{failure}");
+    }
+    eprintln!("{report} ({:.3} s)", started.elapsed().as_secs_f64());
+    if !report.is_ok() {
+        bail!(
+            "{} sealed file(s) failed verification",
+            report.failures.len()
+        );
+    }
+    Ok(())
+}
+
+fn check(ws: &Workspace, ctk: &str) -> anyhow::Result<()> {
+    let ctks = targets(ctk)?;
+    let files = generate_all(ws, &ctks, &Options::default())?;
+    let diffs = emit::diff_tree(&ws.generated(), &files, 40);
+    if diffs.is_empty() {
+        eprintln!(
+            "check: {} generated files match the committed ones",
+            files.len()
+        );
+        return Ok(());
+    }
+    for d in &diffs {
+        eprintln!(
+            "--- {} differs from what the generator produces now:\n{}",
+            d.path.display(),
+            d.diff
+        );
+    }
+    let stale: Vec<String> = ctks
+        .iter()
+        .filter(|c| {
+            diffs
+                .iter()
+                .any(|d| d.path.starts_with(emit::target_dir(**c)))
+        })
+        .map(|c| format!("cargo xtask regen --ctk {c}"))
+        .collect();
+    bail!(
+        "{} generated file(s) are stale; run: {}",
+        diffs.len(),
+        stale.join(" && ")
+    )
+}

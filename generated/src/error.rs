@@ -1,0 +1,247 @@
+//! The one error type of every target: a failed CUDA call, a function the installed CUDA lacks,
+//! a library that could not be loaded, or a default-stream mode that can no longer change.
+
+use std::fmt;
+
+use crate::load::DefaultStream;
+
+/// Which CUDA API a function belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// The driver API (`libcuda.so.1`, `cu*` functions).
+    Driver,
+    /// The runtime API of one major CUDA version (`libcudart.so.<major>`, `cuda*` functions).
+    Runtime {
+        /// The runtime's major version: 12 or 13.
+        major: u32,
+    },
+}
+
+impl fmt::Display for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Api::Driver => f.write_str("driver"),
+            Api::Runtime { major } => write!(f, "CUDA {major} runtime"),
+        }
+    }
+}
+
+/// A CUDA version number as CUDA encodes it (`1000 * major + 10 * minor`), shown as `major.minor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Version(pub(crate) u32);
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.0 / 1000, self.0 % 1000 / 10)
+    }
+}
+
+/// What went wrong in a call through this crate.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A CUDA function returned an error code.
+    #[error("{function} failed with {name} ({code}): {description}")]
+    Cuda {
+        /// The API the function belongs to.
+        api: Api,
+        /// The function that failed, e.g. `cuLaunchHostFunc`.
+        function: &'static str,
+        /// The `CUresult` or `cudaError_t` value.
+        code: u32,
+        /// The code's name, from `cuGetErrorName` or `cudaGetErrorName` (a fallback if that failed).
+        name: String,
+        /// The code's description, from `cuGetErrorString` or `cudaGetErrorString`.
+        description: String,
+    },
+
+    /// The installed driver or runtime does not provide the function (or not its ABI version).
+    #[error("{function} is not available: {}", unavailable_reason(*.api, *.needs, *.found, .library))]
+    Unavailable {
+        /// The API the function belongs to.
+        api: Api,
+        /// The function, e.g. `cuLaunchHostFunc_v2`.
+        function: &'static str,
+        /// The CUDA version the function first appeared in, e.g. 13010.
+        needs: u32,
+        /// The installed driver's or runtime's version, if it could be asked.
+        found: Option<u32>,
+        /// The library the function was looked up in.
+        library: String,
+    },
+
+    /// No usable copy of a CUDA library was found.
+    #[error(
+        "could not load {library}; searched: {}; {}",
+        .searched.join("; "),
+        library_hint(.library)
+    )]
+    LibraryNotFound {
+        /// The library, e.g. `libcuda.so.1` or `libcudart.so.13`.
+        library: &'static str,
+        /// Each candidate in search order, with why it was not used.
+        searched: Vec<String>,
+    },
+
+    /// [`set_default_stream`](crate::load::set_default_stream) was called after a function was
+    /// resolved with the other mode.
+    #[error(
+        "the default stream can no longer change: CUDA functions were already resolved with the \
+         {current} default stream; call set_default_stream before the first CUDA call, or set \
+         CUDA_HOSTCB_PER_THREAD_DEFAULT_STREAM=1 for the per-thread one"
+    )]
+    StreamModeLocked {
+        /// The mode in force.
+        current: DefaultStream,
+    },
+}
+
+impl Error {
+    /// The `CUresult` or `cudaError_t` value of a [`Error::Cuda`], `None` for every other error.
+    pub fn code(&self) -> Option<u32> {
+        match self {
+            Error::Cuda { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Whether the installed CUDA lacks the function ([`Error::Unavailable`]): a caller can then
+    /// fall back to an older API.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Unavailable { .. })
+    }
+}
+
+fn unavailable_reason(api: Api, needs: u32, found: Option<u32>, library: &str) -> String {
+    let hint = match api {
+        Api::Driver => format!(
+            "install an NVIDIA driver for CUDA {} or newer",
+            Version(needs)
+        ),
+        Api::Runtime { major } => format!(
+            "install a CUDA {major} runtime of version {} or newer, or set CUDA_HOSTCB_LIBCUDART \
+             to its path",
+            Version(needs)
+        ),
+    };
+    match found {
+        Some(found) if found >= needs => format!(
+            "the installed {api} ({library}) is CUDA {} and does not provide it, though it \
+             appeared in CUDA {}; it may have been removed, so use the API that replaces it",
+            Version(found),
+            Version(needs)
+        ),
+        Some(found) => format!(
+            "it needs CUDA {}, the installed {api} ({library}) is CUDA {}; {hint}",
+            Version(needs),
+            Version(found)
+        ),
+        None => format!(
+            "it needs CUDA {}, the installed {api} ({library}) is of unknown version; {hint}",
+            Version(needs)
+        ),
+    }
+}
+
+fn library_hint(library: &str) -> String {
+    match library.strip_prefix("libcudart.so.") {
+        Some(major) => {
+            let wheel = if major == "12" {
+                "nvidia-cuda-runtime-cu12"
+            } else {
+                "nvidia-cuda-runtime"
+            };
+            format!(
+                "install a CUDA {major} runtime (the CUDA toolkit, or pip's {wheel}), or set \
+                 CUDA_HOSTCB_LIBCUDART to the library's path"
+            )
+        }
+        None => "install the NVIDIA driver, or set CUDA_HOSTCB_LIBCUDA to the path of its \
+                 libcuda.so.1"
+            .to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_read_as_major_dot_minor() {
+        assert_eq!(Version(13010).to_string(), "13.1");
+        assert_eq!(Version(12090).to_string(), "12.9");
+        assert_eq!(Version(13000).to_string(), "13.0");
+        assert_eq!(Version(10000).to_string(), "10.0");
+    }
+
+    #[test]
+    fn unavailable_names_the_function_both_versions_and_the_library() {
+        let e = Error::Unavailable {
+            api: Api::Driver,
+            function: "cuLaunchHostFunc_v2",
+            needs: 13010,
+            found: Some(13000),
+            library: "libcuda.so.1".to_owned(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cuLaunchHostFunc_v2 is not available: it needs CUDA 13.1, the installed driver \
+             (libcuda.so.1) is CUDA 13.0; install an NVIDIA driver for CUDA 13.1 or newer"
+        );
+        assert!(e.is_unavailable());
+        assert_eq!(e.code(), None);
+    }
+
+    #[test]
+    fn unavailable_in_a_new_enough_library_says_it_was_removed() {
+        let e = Error::Unavailable {
+            api: Api::Runtime { major: 13 },
+            function: "cudaGone",
+            needs: 12000,
+            found: Some(13000),
+            library: "/x/libcudart.so.13".to_owned(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cudaGone is not available: the installed CUDA 13 runtime (/x/libcudart.so.13) is \
+             CUDA 13.0 and does not provide it, though it appeared in CUDA 12.0; it may have been \
+             removed, so use the API that replaces it"
+        );
+    }
+
+    #[test]
+    fn cuda_errors_carry_their_code() {
+        let e = Error::Cuda {
+            api: Api::Runtime { major: 13 },
+            function: "cudaLaunchHostFunc",
+            code: 1,
+            name: "cudaErrorInvalidValue".to_owned(),
+            description: "invalid argument".to_owned(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cudaLaunchHostFunc failed with cudaErrorInvalidValue (1): invalid argument"
+        );
+        assert_eq!(e.code(), Some(1));
+        assert!(!e.is_unavailable());
+    }
+
+    #[test]
+    fn library_not_found_lists_the_search_and_the_variable() {
+        let e = Error::LibraryNotFound {
+            library: "libcudart.so.12",
+            searched: vec!["a: no such file".to_owned(), "b: not set".to_owned()],
+        };
+        let text = e.to_string();
+        assert!(text.starts_with(
+            "could not load libcudart.so.12; searched: a: no such file; b: not set; "
+        ));
+        assert!(
+            text.ends_with(
+                "install a CUDA 12 runtime (the CUDA toolkit, or pip's nvidia-cuda-runtime-cu12), \
+                 or set CUDA_HOSTCB_LIBCUDART to the library's path"
+            ),
+            "{text}"
+        );
+    }
+}

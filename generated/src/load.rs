@@ -1,0 +1,227 @@
+//! Opens the CUDA driver and runtime libraries at first use and resolves each function once,
+//! lazily, with typed errors instead of panics; the crate never links CUDA.
+//!
+//! # Library search order
+//!
+//! Each library is opened by the first call that needs it and stays open for the life of the
+//! process (host callbacks may still be pending, so nothing is ever unloaded). A failed search is
+//! not remembered: the next call searches again. The error lists every place tried and why it
+//! was not used.
+//!
+//! **Driver** (`libcuda.so.1`):
+//! 1. `$CUDA_HOSTCB_LIBCUDA`, the path of the file to load. When set (and not empty), it is the
+//!    only file tried.
+//! 2. `libcuda.so.1` through the system loader (`LD_LIBRARY_PATH`, the `ldconfig` cache, the
+//!    default folders).
+//! 3. `$CUDA_HOME`, then `$CUDA_PATH`: `lib64/libcuda.so.1`, then `compat/libcuda.so.1`. The
+//!    `stubs/` folder is never searched: its library only returns errors. pip ships no driver.
+//!
+//! A file is accepted when it exports `cuGetProcAddress_v2` or `cuGetProcAddress` (CUDA 11.3).
+//!
+//! **Runtime of major version M** (`libcudart.so.M`, M = 12 or 13):
+//! 1. `$CUDA_HOSTCB_LIBCUDART`, the path of the file to load. When set (and not empty), it is the
+//!    only file tried, and its `cudaRuntimeGetVersion` must report major version M.
+//! 2. `libcudart.so.M` through the system loader.
+//! 3. `$CUDA_HOME`, then `$CUDA_PATH`: `lib64/libcudart.so.M`, then `lib/libcudart.so.M`.
+//! 4. The runtime of pip's NVIDIA packages, `nvidia/cuda_runtime/lib/libcudart.so.12` (package
+//!    `nvidia-cuda-runtime-cu12`) or `nvidia/cu13/lib/libcudart.so.13` (`nvidia-cuda-runtime`),
+//!    under these folders in this order: `$VIRTUAL_ENV/lib/python3.*/site-packages`,
+//!    `$CONDA_PREFIX/lib/python3.*/site-packages`, each entry of `$PYTHONPATH`,
+//!    `$HOME/.local/lib/python3.*/site-packages`, `/usr/local/lib/python3.*/site-packages`,
+//!    `/usr/local/lib/python3.*/dist-packages`, `/usr/lib/python3/dist-packages`
+//!    (`python3.*` in name order).
+//!
+//! A file is accepted when its `cudaRuntimeGetVersion` succeeds and reports major version M. The
+//! runtimes of both majors can be loaded in one process.
+//!
+//! # Functions
+//!
+//! A driver function is resolved through `cuGetProcAddress_v2` (or `cuGetProcAddress` on drivers
+//! older than 12.5) with its own base name and ABI version, so each wrapper gets exactly the ABI
+//! it was generated for; a runtime function by `dlsym` in the runtime of its major version.
+//! A function the installed CUDA lacks is [`Error::Unavailable`] when called, never a failure
+//! at load. Concurrent first calls from several threads are safe.
+
+mod driver;
+mod runtime;
+mod search;
+mod stream;
+
+use std::ffi::{CStr, c_void};
+use std::ptr::NonNull;
+use std::sync::OnceLock;
+
+use crate::error::Error;
+
+pub use driver::{driver_result, driver_version};
+pub use runtime::{runtime_result, runtime_version};
+pub use stream::{DefaultStream, default_stream, set_default_stream};
+
+/// The environment variable naming the driver library to load.
+pub const LIBCUDA_ENV: &str = "CUDA_HOSTCB_LIBCUDA";
+/// The environment variable naming the runtime library to load.
+pub const LIBCUDART_ENV: &str = "CUDA_HOSTCB_LIBCUDART";
+/// The environment variable that selects the per-thread default stream when set to `1`.
+pub const PER_THREAD_ENV: &str = "CUDA_HOSTCB_PER_THREAD_DEFAULT_STREAM";
+
+/// A resolved function address; it stays valid because libraries are never unloaded.
+#[derive(Debug, Clone, Copy)]
+struct Addr(NonNull<c_void>);
+
+// SAFETY: the address of a function in a library that is never unloaded can be used from any
+// thread.
+unsafe impl Send for Addr {}
+// SAFETY: as above; `Addr` is a plain, immutable address.
+unsafe impl Sync for Addr {}
+
+/// A resolution outcome that is remembered: the address, or the fact that the loaded library
+/// lacks the function. Errors that may pass (no library yet, a failing lookup) are not kept.
+type Cached = OnceLock<Result<Addr, Error>>;
+
+fn cached(cell: &Cached) -> Option<Result<*const c_void, Error>> {
+    cell.get().map(|r| match r {
+        Ok(addr) => Ok(addr.0.as_ptr().cast_const()),
+        Err(e) => Err(e.clone()),
+    })
+}
+
+fn remember(cell: &Cached, outcome: Result<Addr, Error>) -> Result<*const c_void, Error> {
+    match outcome {
+        Ok(_) | Err(Error::Unavailable { .. }) => {
+            // Another thread may have won the race; it resolved the same thing.
+            let _ = cell.set(outcome);
+            cached(cell).unwrap_or_else(|| unreachable!("the cell was just set"))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A driver function, resolved on first use through `cuGetProcAddress` and cached.
+///
+/// Meant for a `static`: `static F: DriverFn = DriverFn::new(...)`.
+#[derive(Debug)]
+pub struct DriverFn {
+    name: &'static str,
+    base: &'static CStr,
+    version: u32,
+    per_thread: bool,
+    cache: Cached,
+}
+
+impl DriverFn {
+    /// Describes a driver function.
+    ///
+    /// `name`: the wrapper's name, for messages (e.g. `"cuLaunchHostFunc_v2"`); `base`: the name
+    /// `cuGetProcAddress` takes (`c"cuLaunchHostFunc"`); `version`: the ABI version from
+    /// `cudaTypedefs.h` (`13010`); `per_thread`: whether a `_ptsz`/`_ptds` variant exists.
+    pub const fn new(
+        name: &'static str,
+        base: &'static CStr,
+        version: u32,
+        per_thread: bool,
+    ) -> Self {
+        Self {
+            name,
+            base,
+            version,
+            per_thread,
+            cache: OnceLock::new(),
+        }
+    }
+
+    /// The wrapper's name, for messages.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Resolves the function (once) and returns its address, never NULL.
+    #[inline]
+    pub fn get(&'static self) -> Result<*const c_void, Error> {
+        match cached(&self.cache) {
+            Some(outcome) => outcome,
+            None => self.resolve(),
+        }
+    }
+
+    #[cold]
+    fn resolve(&'static self) -> Result<*const c_void, Error> {
+        let driver = driver::Driver::get()?;
+        let mode = stream::lock();
+        let per_thread = self.per_thread && mode == DefaultStream::PerThread;
+        let outcome = driver.proc_address(self.name, self.base, self.version, per_thread);
+        remember(&self.cache, outcome)
+    }
+}
+
+/// A runtime function of one major version, resolved on first use by `dlsym` and cached.
+///
+/// Meant for a `static`: `static F: RuntimeFn = RuntimeFn::new(...)`.
+#[derive(Debug)]
+pub struct RuntimeFn {
+    name: &'static str,
+    major: u32,
+    symbol: &'static CStr,
+    per_thread_symbol: Option<&'static CStr>,
+    needs: u32,
+    cache: Cached,
+}
+
+impl RuntimeFn {
+    /// Describes a runtime function.
+    ///
+    /// `name`: the wrapper's name, for messages; `major`: the runtime's major version (12 or 13);
+    /// `symbol`: the exported name; `per_thread_symbol`: the per-thread default-stream variant
+    /// (e.g. `c"cudaLaunchHostFunc_ptsz"`), if any; `needs`: the CUDA version the function first
+    /// appeared in (e.g. `13010`), for the message when the installed runtime lacks it.
+    pub const fn new(
+        name: &'static str,
+        major: u32,
+        symbol: &'static CStr,
+        per_thread_symbol: Option<&'static CStr>,
+        needs: u32,
+    ) -> Self {
+        Self {
+            name,
+            major,
+            symbol,
+            per_thread_symbol,
+            needs,
+            cache: OnceLock::new(),
+        }
+    }
+
+    /// The wrapper's name, for messages.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Resolves the function (once) and returns its address, never NULL.
+    #[inline]
+    pub fn get(&'static self) -> Result<*const c_void, Error> {
+        match cached(&self.cache) {
+            Some(outcome) => outcome,
+            None => self.resolve(),
+        }
+    }
+
+    #[cold]
+    fn resolve(&'static self) -> Result<*const c_void, Error> {
+        let rt = runtime::Runtime::get(self.major)?;
+        let symbol = match (stream::lock(), self.per_thread_symbol) {
+            (DefaultStream::PerThread, Some(per_thread)) => per_thread,
+            _ => self.symbol,
+        };
+        let outcome = rt.symbol(self.name, symbol, self.needs);
+        remember(&self.cache, outcome)
+    }
+}
+
+/// The function `name` of `lib` as the pointer type `F`, or `None` if it is absent or NULL.
+///
+/// # Safety
+///
+/// `F` must be the function-pointer type of `name`'s C declaration.
+unsafe fn function<F: Copy>(lib: &libloading::Library, name: &CStr) -> Option<F> {
+    // SAFETY: the caller promises `F` matches the symbol; `Option<F>` makes a NULL symbol `None`.
+    unsafe { lib.get::<Option<F>>(name) }.ok().and_then(|f| *f)
+}

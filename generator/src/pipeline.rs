@@ -1,0 +1,141 @@
+//! The whole pipeline for one target, in memory: inputs → reader → model → writer → sealed files.
+//! Nothing is written to the output tree here; [`emit::write_tree`](crate::emit::write_tree)
+//! does that once every requested target has been generated.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::Ctk;
+use crate::allowlist::{AllowList, AllowListError};
+use crate::emit::{self, EmitError, GeneratedFile};
+use crate::inputs::{InputError, Inputs};
+use crate::model::Model;
+use crate::reader::{self, HeaderSet, ReadError};
+use crate::writer::{self, TemplateError, Templates};
+
+/// Where the pipeline reads its checked-in configuration (the workspace root).
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    /// The workspace root.
+    pub root: PathBuf,
+}
+
+impl Workspace {
+    /// The workspace this generator was built in.
+    pub fn this() -> Self {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Workspace { root }
+    }
+
+    /// The generated crate (`generated/`).
+    pub fn generated(&self) -> PathBuf {
+        self.root.join("generated")
+    }
+
+    /// The cache of downloaded and unpacked inputs (`target/hostcb-inputs/`).
+    pub fn cache(&self) -> PathBuf {
+        self.root.join("target/hostcb-inputs")
+    }
+
+    fn templates(&self) -> PathBuf {
+        self.root.join("templates")
+    }
+
+    fn allowlist(&self, api: &str) -> PathBuf {
+        self.root.join(format!("generator/allowlist/{api}.txt"))
+    }
+}
+
+/// Anything that stops generation; each message is one line that says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    /// Fetching or checking the inputs failed.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// An allow-list is unreadable.
+    #[error(transparent)]
+    AllowList(#[from] AllowListError),
+    /// bindgen or the model failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// A template is broken.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    /// Sealing failed.
+    #[error(transparent)]
+    Emit(#[from] EmitError),
+}
+
+/// The output of one target.
+#[derive(Debug)]
+pub struct Generated {
+    /// The target.
+    pub ctk: Ctk,
+    /// The model the files were written from.
+    pub model: Model,
+    /// The sealed files, relative to the generated crate's root.
+    pub files: Vec<GeneratedFile>,
+    /// Warnings for the user (e.g. an overridden libclang).
+    pub warnings: Vec<String>,
+}
+
+/// Options of one generation.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// A local CUDA toolkit to read instead of the pinned packages.
+    pub cuda_home: Option<PathBuf>,
+}
+
+/// Fetches the inputs of `ctk` and generates its files in memory.
+pub fn generate(ws: &Workspace, ctk: Ctk, opts: &Options) -> Result<Generated, GenerateError> {
+    let inputs = Inputs::gather(ctk, &ws.cache(), opts.cuda_home.as_deref())?;
+    generate_from(ws, &inputs)
+}
+
+/// Generates one target's files from inputs already gathered.
+pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, GenerateError> {
+    let ctk = inputs.headers.ctk;
+    use_libclang(&inputs.libclang.dir);
+    let headers = HeaderSet {
+        ctk,
+        include_dirs: inputs.headers.include_dirs.clone(),
+        clang_args: inputs.libclang.clang_args.clone(),
+    };
+    let driver_list = AllowList::load(&ws.allowlist("driver"))?;
+    let runtime_list = AllowList::load(&ws.allowlist("runtime"))?;
+    let model = reader::read(&headers, &driver_list, &runtime_list)?;
+    let templates = Templates::load(&ws.templates())?;
+    let driver = emit::rust_file(
+        ctk,
+        "driver.rs",
+        &writer::write_api(&model, &model.driver, &templates),
+    )?;
+    let runtime = emit::rust_file(
+        ctk,
+        "runtime.rs",
+        &writer::write_api(&model, &model.runtime, &templates),
+    )?;
+    let provenance = emit::provenance_file(ctk, &inputs.provenance(), &[&driver, &runtime])?;
+    Ok(Generated {
+        ctk,
+        model,
+        files: vec![driver, runtime, provenance],
+        warnings: inputs.libclang.warning.iter().cloned().collect(),
+    })
+}
+
+/// Points bindgen (through clang-sys, which reads `LIBCLANG_PATH` when it loads libclang) at the
+/// pinned libclang. The process environment is global: the lock keeps two generations in one
+/// process (tests) from racing, and the value only ever changes to the same pinned folder.
+fn use_libclang(dir: &Path) {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock();
+    if std::env::var_os("LIBCLANG_PATH").as_deref() != Some(dir.as_os_str()) {
+        // SAFETY: set before bindgen loads libclang; the generator's own threads do not read the
+        // environment concurrently, and the lock serialises the generator's callers.
+        unsafe { std::env::set_var("LIBCLANG_PATH", dir) };
+    }
+}

@@ -1,0 +1,516 @@
+//! The reader: runs bindgen over a target's headers with the allow-lists, records the header's
+//! alias macros, and turns bindgen's output (parsed with syn) into the [`model`](crate::model).
+//!
+//! The driver header is read together with `cudaTypedefs.h`, whose `PFN_<base>_v<version>`
+//! typedefs give each declaration's ABI version. The runtime header is read with
+//! `CUDA_API_PER_THREAD_DEFAULT_STREAM` defined, so that its per-thread macros are live and every
+//! declaration shows its per-thread symbol (`cudaLaunchHostFunc_ptsz`); the legacy symbol is the
+//! same name without the suffix.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use quote::ToTokens;
+
+use crate::Ctk;
+use crate::allowlist::AllowList;
+use crate::model::{Api, ApiModel, Function, Model, Param, PerThread, TypeDef};
+
+/// What bindgen needs to find the headers.
+#[derive(Clone, Debug)]
+pub struct HeaderSet {
+    /// The target the headers belong to.
+    pub ctk: Ctk,
+    /// `-I` folders: the one holding `cuda.h` first.
+    pub include_dirs: Vec<PathBuf>,
+    /// Further clang arguments (e.g. `-isystem` for the C library's own headers).
+    pub clang_args: Vec<String>,
+}
+
+/// Why the headers could not be read into a model.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// libclang rejected the headers.
+    #[error(
+        "bindgen could not parse the {api} headers of CTK {ctk}: {message}; check the header packages (or --cuda-home) and libclang"
+    )]
+    Parse {
+        /// Which API's headers.
+        api: &'static str,
+        /// The target.
+        ctk: Ctk,
+        /// libclang's diagnostic, first line.
+        message: String,
+    },
+    /// bindgen produced something syn cannot read (a bindgen/syn mismatch).
+    #[error("bindgen's output for the {api} API does not parse as Rust: {0}", api = .1)]
+    Syntax(syn::Error, &'static str),
+    /// No `PFN_` typedef in cudaTypedefs.h matches a declaration, so its ABI version is unknown.
+    #[error(
+        "{function}: no PFN_{base}_v<version> typedef in cudaTypedefs.h matches its signature; the headers are inconsistent or the allow-list names a function cudaTypedefs.h does not cover"
+    )]
+    NoAbiVersion {
+        /// The declaration.
+        function: String,
+        /// The base name searched.
+        base: String,
+    },
+    /// A function that does not return the API's status type, which the templates expect.
+    #[error(
+        "{function} returns {ret}, not {status}; the wrapper templates only cover functions that return {status}: remove it from the allow-list"
+    )]
+    UnsupportedReturn {
+        /// The declaration.
+        function: String,
+        /// What it returns.
+        ret: String,
+        /// The status type.
+        status: &'static str,
+    },
+}
+
+/// Reads both APIs of one target into a model.
+pub fn read(
+    headers: &HeaderSet,
+    driver: &AllowList,
+    runtime: &AllowList,
+) -> Result<Model, ReadError> {
+    let driver = read_api(headers, Api::Driver, driver, None)?;
+    let runtime = read_api(headers, Api::Runtime, runtime, Some(&driver))?;
+    Ok(Model {
+        ctk: headers.ctk,
+        driver,
+        runtime,
+    })
+}
+
+/// Runs bindgen once, as the reader does, and returns its output text. Used to measure the
+/// floor of generation time (one bare parse) next to a full regen.
+pub fn bare_parse(headers: &HeaderSet, api: Api, list: &AllowList) -> Result<String, ReadError> {
+    let (builder, _) = builder(headers, api, list);
+    run_bindgen(builder, headers.ctk, api)
+}
+
+/// The object-like macros the header defines, by name, as token spellings after the name.
+type Macros = Arc<Mutex<HashMap<String, Vec<String>>>>;
+
+#[derive(Debug)]
+struct Callbacks {
+    macros: Macros,
+}
+
+impl bindgen::callbacks::ParseCallbacks for Callbacks {
+    fn modify_macro(&self, name: &str, tokens: &mut Vec<bindgen::callbacks::Token>) {
+        let spelled: Vec<String> = tokens
+            .iter()
+            .skip(1) // the macro's own name
+            .map(|t| String::from_utf8_lossy(&t.raw).into_owned())
+            .collect();
+        if let Ok(mut macros) = self.macros.lock() {
+            macros.insert(name.to_owned(), spelled);
+        }
+    }
+
+    fn process_comment(&self, comment: &str) -> Option<String> {
+        Some(rustdoc_escape(comment))
+    }
+}
+
+/// Makes a Doxygen comment safe for rustdoc: no indented code blocks (which would become
+/// doctests), no `[x]` read as intra-doc links, no `<x>` read as HTML, no `#` headings.
+pub fn rustdoc_escape(comment: &str) -> String {
+    let mut out = String::with_capacity(comment.len() + 16);
+    for (i, line) in comment.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let line = line.trim();
+        if line.starts_with('#') {
+            out.push('\\');
+        }
+        for c in line.chars() {
+            if matches!(c, '[' | ']' | '<' | '>') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn builder(headers: &HeaderSet, api: Api, list: &AllowList) -> (bindgen::Builder, Macros) {
+    let macros = Macros::default();
+    let (contents, extra): (&str, &[&str]) = match api {
+        Api::Driver => ("#include <cuda.h>\n#include <cudaTypedefs.h>\n", &[]),
+        Api::Runtime => (
+            "#include <cuda_runtime_api.h>\n",
+            &["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"],
+        ),
+    };
+    let mut b = bindgen::Builder::default()
+        .header_contents(&format!("hostcb_{}.h", api.as_str()), contents)
+        .clang_args(
+            headers
+                .include_dirs
+                .iter()
+                .map(|d| format!("-I{}", d.display())),
+        )
+        .clang_args(headers.clang_args.iter().cloned())
+        .clang_args(extra.iter().map(|s| s.to_string()))
+        .default_enum_style(bindgen::EnumVariation::NewType {
+            is_bitfield: false,
+            is_global: false,
+        })
+        .generate_comments(true)
+        .layout_tests(true)
+        .derive_default(true)
+        .derive_debug(true)
+        .derive_copy(true)
+        .use_core()
+        .ctypes_prefix("::core::ffi")
+        .formatter(bindgen::Formatter::None)
+        .parse_callbacks(Box::new(Callbacks {
+            macros: macros.clone(),
+        }));
+    let suffix = match api {
+        Api::Driver => "(_v[0-9]+)?",
+        Api::Runtime => "(_v[0-9]+)?(_ptsz|_ptds)?",
+    };
+    for f in &list.functions {
+        b = b.allowlist_function(format!("{f}{suffix}"));
+        if api == Api::Driver {
+            b = b.allowlist_type(format!("PFN_{f}(_v[0-9]+)?_v[0-9]+(_ptsz|_ptds)?"));
+        }
+    }
+    for t in &list.types {
+        b = b.allowlist_type(t);
+    }
+    for v in &list.vars {
+        b = b.allowlist_var(v);
+    }
+    (b, macros)
+}
+
+fn run_bindgen(builder: bindgen::Builder, ctk: Ctk, api: Api) -> Result<String, ReadError> {
+    let bindings = builder.generate().map_err(|e| ReadError::Parse {
+        api: api.as_str(),
+        ctk,
+        message: e.to_string().lines().next().unwrap_or("").to_owned(),
+    })?;
+    Ok(bindings.to_string())
+}
+
+fn read_api(
+    headers: &HeaderSet,
+    api: Api,
+    list: &AllowList,
+    driver: Option<&ApiModel>,
+) -> Result<ApiModel, ReadError> {
+    let (builder, macros) = builder(headers, api, list);
+    let text = run_bindgen(builder, headers.ctk, api)?;
+    let file = syn::parse_file(&text).map_err(|e| ReadError::Syntax(e, api.as_str()))?;
+    let macros = macros.lock().map(|m| m.clone()).unwrap_or_default();
+
+    let mut decls = Vec::new();
+    let mut pfns: BTreeMap<String, syn::TypeFnPtr> = BTreeMap::new();
+    let mut aliases: HashMap<String, syn::Type> = HashMap::new();
+    let mut types: BTreeMap<String, Vec<syn::Item>> = BTreeMap::new();
+    for item in file.items {
+        match item {
+            syn::Item::ForeignMod(m) => decls.extend(m.items.into_iter().filter_map(|i| match i {
+                syn::ForeignItem::Fn(f) => Some(f),
+                _ => None,
+            })),
+            syn::Item::Type(t) if t.ident.to_string().starts_with("PFN_") => {
+                if let Some(f) = bare_fn_of(&t.ty) {
+                    pfns.insert(t.ident.to_string(), f);
+                }
+            }
+            item => {
+                if let syn::Item::Type(t) = &item {
+                    aliases.insert(t.ident.to_string(), (*t.ty).clone());
+                }
+                let key = sort_key(&item);
+                types.entry(key).or_default().push(item);
+            }
+        }
+    }
+
+    let mut functions = Vec::new();
+    for decl in decls {
+        functions.push(function(
+            headers.ctk,
+            api,
+            decl,
+            &pfns,
+            &aliases,
+            &macros,
+            driver,
+        )?);
+    }
+    functions.sort_by(|a, b| a.name.cmp(&b.name));
+    let declared: Vec<String> = functions.iter().map(|f| f.name.clone()).collect();
+    for f in &mut functions {
+        f.aliases.retain(|a| !declared.contains(a));
+    }
+    Ok(ApiModel {
+        api,
+        functions,
+        types: types
+            .into_iter()
+            .map(|(name, items)| TypeDef { name, items })
+            .collect(),
+    })
+}
+
+fn function(
+    ctk: Ctk,
+    api: Api,
+    decl: syn::ForeignItemFn,
+    pfns: &BTreeMap<String, syn::TypeFnPtr>,
+    aliases: &HashMap<String, syn::Type>,
+    macros: &HashMap<String, Vec<String>>,
+    driver: Option<&ApiModel>,
+) -> Result<Function, ReadError> {
+    let declared = decl.sig.ident.to_string();
+    let params: Vec<Param> = decl
+        .sig
+        .inputs
+        .iter()
+        .filter_map(|a| match a {
+            syn::FnArg::Typed(p) => Some(Param {
+                name: p.pat.to_token_stream().to_string(),
+                ty: (*p.ty).clone(),
+            }),
+            syn::FnArg::Receiver(_) => None,
+        })
+        .collect();
+    let ret = match &decl.sig.output {
+        syn::ReturnType::Type(_, t) => (**t).clone(),
+        syn::ReturnType::Default => syn::parse_quote!(()),
+    };
+    let status = match api {
+        Api::Driver => "CUresult",
+        Api::Runtime => "cudaError_t",
+    };
+    if ret.to_token_stream().to_string() != status {
+        return Err(ReadError::UnsupportedReturn {
+            function: declared,
+            ret: ret.to_token_stream().to_string(),
+            status,
+        });
+    }
+    let doc = decl
+        .attrs
+        .iter()
+        .filter_map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) if nv.path.is_ident("doc") => match &nv.value {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => Some(s.value()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .flat_map(|s| s.lines().map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+
+    let (name, per_thread_symbol) = match api {
+        Api::Runtime => match declared
+            .strip_suffix("_ptsz")
+            .or_else(|| declared.strip_suffix("_ptds"))
+        {
+            Some(legacy) => (legacy.to_owned(), Some(declared.clone())),
+            None => (declared.clone(), None),
+        },
+        Api::Driver => (declared.clone(), None),
+    };
+
+    // Alias macros: `#define cuX cuX_v2`, `#define cuX __CUDA_API_PTSZ(cuX_v2)`, and the runtime's
+    // `#define cudaX __CUDART_API_PTSZ(cudaX)`.
+    let mut fn_aliases = Vec::new();
+    let mut driver_per_thread = false;
+    for (macro_name, tokens) in macros {
+        let (wrapper, target) = match tokens.as_slice() {
+            [t] => (None, t),
+            [w, open, t, close] if open == "(" && close == ")" => (Some(w.as_str()), t),
+            _ => continue,
+        };
+        let target_matches = match api {
+            Api::Driver => *target == name,
+            // With the per-thread define live, `__CUDART_API_PTSZ(cudaX)` names `cudaX` here.
+            Api::Runtime => *target == name || *target == declared,
+        };
+        if !target_matches {
+            continue;
+        }
+        if matches!(wrapper, Some(w) if w.contains("PTSZ") || w.contains("PTDS")) {
+            driver_per_thread = true;
+        }
+        if *macro_name != name {
+            fn_aliases.push(macro_name.clone());
+        }
+    }
+    fn_aliases.sort();
+
+    let (base, version, per_thread) = match api {
+        Api::Driver => {
+            let (base, version) = abi_version(&declared, &params, pfns, aliases)?;
+            let pt = if driver_per_thread
+                || pfns.contains_key(&format!("PFN_{base}_v{version}_ptsz"))
+                || pfns.contains_key(&format!("PFN_{base}_v{version}_ptds"))
+            {
+                PerThread::Driver
+            } else {
+                PerThread::None
+            };
+            (base, version, pt)
+        }
+        Api::Runtime => {
+            let counterpart = format!("cu{}", name.trim_start_matches("cuda"));
+            let needs = driver
+                .and_then(|d| d.functions.iter().find(|f| f.name == counterpart))
+                .map_or(ctk.cuda_version(), |f| f.version);
+            let pt = per_thread_symbol.map_or(PerThread::None, PerThread::Runtime);
+            (name.clone(), needs, pt)
+        }
+    };
+
+    Ok(Function {
+        name,
+        aliases: fn_aliases,
+        base,
+        version,
+        per_thread,
+        params,
+        ret,
+        doc,
+    })
+}
+
+/// Finds the `PFN_<base>_v<version>` typedef whose parameters match the declaration; the base is
+/// the declared name, or the declared name without its `_vN` suffix. Among several matches, the
+/// highest version wins (a renamed declaration is the newest ABI of its base).
+fn abi_version(
+    declared: &str,
+    params: &[Param],
+    pfns: &BTreeMap<String, syn::TypeFnPtr>,
+    aliases: &HashMap<String, syn::Type>,
+) -> Result<(String, u32), ReadError> {
+    let want: Vec<String> = params
+        .iter()
+        .map(|p| canonical(&p.ty, aliases, 0))
+        .collect();
+    let mut bases = vec![declared.to_owned()];
+    if let Some((stem, v)) = declared.rsplit_once("_v")
+        && !v.is_empty()
+        && v.bytes().all(|b| b.is_ascii_digit())
+    {
+        bases.push(stem.to_owned());
+    }
+    for base in &bases {
+        let prefix = format!("PFN_{base}_v");
+        let best = pfns
+            .iter()
+            .filter_map(|(name, f)| {
+                let version: u32 = name.strip_prefix(&prefix)?.parse().ok()?;
+                let got: Vec<String> = f
+                    .inputs
+                    .iter()
+                    .map(|a| canonical(&a.ty, aliases, 0))
+                    .collect();
+                (got == want).then_some(version)
+            })
+            .max();
+        if let Some(version) = best {
+            return Ok((base.clone(), version));
+        }
+    }
+    Err(ReadError::NoAbiVersion {
+        function: declared.to_owned(),
+        base: bases.last().cloned().unwrap_or_default(),
+    })
+}
+
+/// A type's spelling with every alias resolved, so `CUDA_HOST_NODE_PARAMS` and
+/// `CUDA_HOST_NODE_PARAMS_v1` compare equal.
+fn canonical(ty: &syn::Type, aliases: &HashMap<String, syn::Type>, depth: u32) -> String {
+    match ty {
+        syn::Type::Ptr(p) => format!(
+            "*{} {}",
+            if matches!(p.mutability, syn::PointerMutability::Mut(_)) {
+                "mut"
+            } else {
+                "const"
+            },
+            canonical(&p.elem, aliases, depth)
+        ),
+        syn::Type::Path(p) if depth < 16 => match p.path.get_ident().map(|i| i.to_string()) {
+            Some(name) => match aliases.get(&name) {
+                Some(target) => canonical(target, aliases, depth + 1),
+                None => name,
+            },
+            None => p.to_token_stream().to_string(),
+        },
+        other => other.to_token_stream().to_string(),
+    }
+}
+
+fn bare_fn_of(ty: &syn::Type) -> Option<syn::TypeFnPtr> {
+    // bindgen: `Option<unsafe extern "C" fn(..) -> CUresult>`
+    let syn::Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        syn::GenericArgument::Type(syn::Type::FnPtr(f)) => Some(f.clone()),
+        _ => None,
+    }
+}
+
+/// The name an item sorts under: its own name, or for impls and layout checks the type's.
+fn sort_key(item: &syn::Item) -> String {
+    match item {
+        syn::Item::Struct(s) => s.ident.to_string(),
+        syn::Item::Union(u) => u.ident.to_string(),
+        syn::Item::Enum(e) => e.ident.to_string(),
+        syn::Item::Type(t) => t.ident.to_string(),
+        syn::Item::Const(c) if c.ident != "_" => c.ident.to_string(),
+        syn::Item::Static(s) => s.ident.to_string(),
+        syn::Item::Impl(i) => i.self_ty.to_token_stream().to_string(),
+        other => first_generic_type(other).unwrap_or_default(),
+    }
+}
+
+/// For bindgen's layout-check blocks: the `T` of the first `size_of::<T>()`.
+fn first_generic_type(item: &syn::Item) -> Option<String> {
+    let text = item.to_token_stream().to_string();
+    let start = text.find("size_of :: < ")? + "size_of :: < ".len();
+    let rest = &text[start..];
+    Some(rest[..rest.find(' ')?].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_doxygen_for_rustdoc() {
+        assert_eq!(
+            rustdoc_escape("  \\param fn - [in] <x>\n    code\n # h"),
+            "\\param fn - \\[in\\] \\<x\\>\ncode\n\\# h"
+        );
+    }
+
+    #[test]
+    fn canonical_resolves_aliases() {
+        let mut aliases = HashMap::new();
+        aliases.insert("A".to_owned(), syn::parse_quote!(B));
+        aliases.insert("B".to_owned(), syn::parse_quote!(C_st));
+        let ty: syn::Type = syn::parse_quote!(*const A);
+        assert_eq!(canonical(&ty, &aliases, 0), "*const C_st");
+    }
+}

@@ -1,0 +1,494 @@
+//! The inputs module against real wheels: zip-slip and hash checks on wheels built here, the whole
+//! fetch → check → unpack → verify path with a lock of those wheels, `--cuda-home` checks, and a
+//! real fetch of the pinned packages from PyPI.
+
+use std::cell::Cell;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use hostcb_generator::Ctk;
+use hostcb_generator::inputs::{
+    self, Fetch, Fetcher, InputError, Lock, LockEntry, Pip, sha256_file, unpack_wheel, verify_wheel,
+};
+use zip::write::SimpleFileOptions;
+
+/// Writes a zip at `path` with the given entries (a name ending in `/` is a folder).
+fn make_wheel(path: &Path, entries: &[(&str, &str)]) {
+    let mut zip = zip::ZipWriter::new(fs::File::create(path).unwrap());
+    for (name, body) in entries {
+        if name.ends_with('/') {
+            zip.add_directory(*name, SimpleFileOptions::default())
+                .unwrap();
+        } else {
+            zip.start_file(*name, SimpleFileOptions::default()).unwrap();
+            zip.write_all(body.as_bytes()).unwrap();
+        }
+    }
+    zip.finish().unwrap();
+}
+
+fn cuda_h(version: u32) -> String {
+    format!(
+        "#ifndef __cuda_cuda_h__\n#define __cuda_cuda_h__\n#define CUDA_VERSION {version}\n#endif\n"
+    )
+}
+
+/// A fake CUDA 13 runtime wheel and crt wheel, with a `cuda.h` of `version`.
+fn fake_cu13_wheels(dir: &Path, version: u32) -> (PathBuf, PathBuf) {
+    let runtime = dir.join("nvidia_cuda_runtime-fake.whl");
+    let crt = dir.join("nvidia_cuda_crt-fake.whl");
+    let cuda = cuda_h(version);
+    make_wheel(
+        &runtime,
+        &[
+            ("nvidia/cu13/include/", ""),
+            ("nvidia/cu13/include/cuda.h", &cuda),
+            (
+                "nvidia/cu13/include/cuda_runtime_api.h",
+                "#include \"crt/host_defines.h\"\n",
+            ),
+            (
+                "nvidia/cu13/include/cudaTypedefs.h",
+                "typedef int PFN_x_v1000;\n",
+            ),
+            ("nvidia/cu13/lib/libcudart.so.13", "not unpacked"),
+            ("nvidia_cuda_runtime-13.0.96.dist-info/RECORD", ""),
+        ],
+    );
+    make_wheel(
+        &crt,
+        &[
+            (
+                "nvidia/cu13/include/crt/host_defines.h",
+                "#define __host__\n",
+            ),
+            ("nvidia/cu13/include/not_crt.h", "not unpacked"),
+        ],
+    );
+    (runtime, crt)
+}
+
+/// A lock of the 13.0 pins that names `runtime` and `crt` (by file name and real hash).
+fn lock_of(runtime: &Path, crt: &Path) -> Lock {
+    let line = |spec: &str, wheel: &Path| {
+        format!(
+            "{spec} {} {}\n",
+            wheel.file_name().unwrap().to_str().unwrap(),
+            sha256_file(wheel).unwrap()
+        )
+    };
+    Lock::parse(&format!(
+        "# test lock\n{}{}",
+        line("nvidia-cuda-runtime==13.0.96", runtime),
+        line("nvidia-cuda-crt==13.0.88", crt)
+    ))
+    .unwrap()
+}
+
+/// Copies wheels from a folder, counting calls; what a mirror of PyPI would do.
+struct CopyFrom {
+    dir: PathBuf,
+    calls: std::rc::Rc<Cell<usize>>,
+}
+
+impl Fetch for CopyFrom {
+    fn fetch(&self, spec: &str, dir: &Path) -> Result<(), InputError> {
+        self.calls.set(self.calls.get() + 1);
+        let stem = if spec.starts_with("nvidia-cuda-runtime==") {
+            "nvidia_cuda_runtime-fake.whl"
+        } else {
+            "nvidia_cuda_crt-fake.whl"
+        };
+        fs::copy(self.dir.join(stem), dir.join(stem)).unwrap();
+        Ok(())
+    }
+}
+
+/// Fails every download, as an offline machine would.
+struct Offline;
+
+impl Fetch for Offline {
+    fn fetch(&self, spec: &str, _dir: &Path) -> Result<(), InputError> {
+        Err(InputError::Download {
+            spec: spec.to_owned(),
+            detail: "offline".to_owned(),
+        })
+    }
+}
+
+#[test]
+fn zip_slip_entries_are_rejected_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    for evil in ["../evil", "nvidia/cu13/include/../../../evil", "/tmp/evil"] {
+        let wheel = tmp.path().join("evil.whl");
+        make_wheel(
+            &wheel,
+            &[("nvidia/cu13/include/cuda.h", "ok"), (evil, "pwned")],
+        );
+        let dest = tmp.path().join("out");
+        let err = unpack_wheel(&wheel, "nvidia/cu13/include", &dest).unwrap_err();
+        assert!(matches!(err, InputError::UnsafeEntry { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("evil.whl"), "{msg}");
+        assert!(msg.contains(&format!("entry '{evil}' is unsafe")), "{msg}");
+        assert!(!dest.exists(), "something was unpacked for {evil}");
+        assert!(!tmp.path().join("evil").exists());
+    }
+}
+
+#[test]
+fn only_the_kept_part_is_unpacked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (runtime, crt) = fake_cu13_wheels(tmp.path(), 13000);
+    let dest = tmp.path().join("out");
+    unpack_wheel(&crt, "nvidia/cu13/include/crt", &dest).unwrap();
+    assert!(
+        dest.join("nvidia/cu13/include/crt/host_defines.h")
+            .is_file()
+    );
+    assert!(!dest.join("nvidia/cu13/include/not_crt.h").exists());
+    unpack_wheel(&runtime, "nvidia/cu13/include", &dest).unwrap();
+    assert!(dest.join("nvidia/cu13/include/cuda.h").is_file());
+    assert!(!dest.join("nvidia/cu13/lib").exists());
+
+    let err = unpack_wheel(&runtime, "nvidia/cuda_nvcc/include", &dest).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("has no entries under nvidia/cuda_nvcc/include"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_wheel_of_another_hash_is_rejected_with_the_lock_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wheel = tmp.path().join("w-1.0-py3-none-any.whl");
+    make_wheel(&wheel, &[("w/a.h", "a")]);
+    let actual = sha256_file(&wheel).unwrap();
+    let expected = "0".repeat(64);
+    let entry = LockEntry {
+        name: "w".into(),
+        version: "1.0".into(),
+        file: "w-1.0-py3-none-any.whl".into(),
+        sha256: expected.clone(),
+    };
+    let msg = verify_wheel(&wheel, &entry).unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "w-1.0-py3-none-any.whl: sha256 {actual} does not match the lock ({expected}); delete {} and retry, or update generator/inputs.lock if the pin changed on purpose",
+            wheel.display()
+        )
+    );
+    verify_wheel(
+        &wheel,
+        &LockEntry {
+            sha256: actual,
+            ..entry
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn pinned_path_fetches_once_reuses_the_cache_and_refetches_a_bad_copy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (runtime, crt) = fake_cu13_wheels(tmp.path(), 13000);
+    let cache = tmp.path().join("cache");
+    let calls = std::rc::Rc::new(Cell::new(0));
+    let fetcher = Fetcher::new(
+        lock_of(&runtime, &crt),
+        Box::new(CopyFrom {
+            dir: tmp.path().to_owned(),
+            calls: calls.clone(),
+        }),
+    );
+
+    let headers = fetcher.headers(Ctk::V13_0, &cache).unwrap();
+    assert_eq!(calls.get(), 2);
+    assert_eq!(headers.cuda_version, 13000);
+    assert!(headers.cuda_h.ends_with("nvidia/cu13/include/cuda.h"));
+    assert_eq!(headers.include_dirs.len(), 2);
+    assert!(headers.include_dirs[1].join("crt/host_defines.h").is_file());
+    assert_eq!(headers.source[0].name, "nvidia-cuda-runtime");
+    assert_eq!(headers.source[0].sha256, sha256_file(&runtime).unwrap());
+    assert_eq!(
+        headers.source[1].to_string(),
+        format!(
+            "nvidia-cuda-crt==13.0.88 nvidia_cuda_crt-fake.whl sha256:{}",
+            sha256_file(&crt).unwrap()
+        )
+    );
+
+    // Cached and matching: no download.
+    fetcher.headers(Ctk::V13_0, &cache).unwrap();
+    assert_eq!(calls.get(), 2);
+
+    // A corrupted cached wheel is downloaded again.
+    fs::write(cache.join("wheels/nvidia_cuda_crt-fake.whl"), "junk").unwrap();
+    fetcher.headers(Ctk::V13_0, &cache).unwrap();
+    assert_eq!(calls.get(), 3);
+
+    // A pin the lock lacks.
+    let err = fetcher.headers(Ctk::V13_5, &cache).unwrap_err().to_string();
+    assert!(
+        err.contains("generator/inputs.lock has no entry for nvidia-cuda-runtime==13.5.37"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_download_of_another_hash_is_an_error_naming_the_cached_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (runtime, crt) = fake_cu13_wheels(tmp.path(), 13000);
+    let lock = lock_of(&runtime, &crt);
+    // The mirror now serves a different runtime wheel under the same name.
+    make_wheel(&runtime, &[("nvidia/cu13/include/cuda.h", "changed")]);
+    let cache = tmp.path().join("cache");
+    let fetcher = Fetcher::new(
+        lock,
+        Box::new(CopyFrom {
+            dir: tmp.path().to_owned(),
+            calls: Default::default(),
+        }),
+    );
+    let err = fetcher.headers(Ctk::V13_0, &cache).unwrap_err();
+    assert!(matches!(err, InputError::HashMismatch { .. }), "{err:?}");
+    let msg = err.to_string();
+    let cached = cache.join("wheels/nvidia_cuda_runtime-fake.whl");
+    assert!(
+        msg.contains(&format!("delete {} and retry", cached.display())),
+        "{msg}"
+    );
+    assert!(!cache.join("unpacked").exists(), "a bad wheel was unpacked");
+}
+
+#[test]
+fn pinned_headers_of_another_version_are_rejected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (runtime, crt) = fake_cu13_wheels(tmp.path(), 12090);
+    let fetcher = Fetcher::new(
+        lock_of(&runtime, &crt),
+        Box::new(CopyFrom {
+            dir: tmp.path().to_owned(),
+            calls: Default::default(),
+        }),
+    );
+    let msg = fetcher
+        .headers(Ctk::V13_0, &tmp.path().join("cache"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with("the pinned headers (nvidia-cuda-runtime==13.0.96, nvidia-cuda-crt==13.0.88) is CUDA 12.9 (CUDA_VERSION 12090) but --ctk 13.0 was asked for;"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn offline_without_a_cache_is_a_download_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fetcher = Fetcher::new(Lock::committed().unwrap(), Box::new(Offline));
+    let msg = fetcher
+        .headers(Ctk::V13_0, tmp.path())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with("could not download nvidia-cuda-runtime==13.0.96: offline;"),
+        "{msg}"
+    );
+}
+
+/// A folder laid out like a toolkit root, with a `cuda.h` of `version`.
+fn fake_toolkit(root: &Path, version: u32) {
+    fs::create_dir_all(root.join("include/crt")).unwrap();
+    fs::write(root.join("include/cuda.h"), cuda_h(version)).unwrap();
+    fs::write(root.join("include/cuda_runtime_api.h"), "").unwrap();
+    fs::write(root.join("include/cudaTypedefs.h"), "").unwrap();
+    fs::write(root.join("include/crt/host_defines.h"), "").unwrap();
+}
+
+#[test]
+fn cuda_home_without_cuda_h() {
+    let tmp = tempfile::tempdir().unwrap();
+    let msg = inputs::local_headers(Ctk::V12_9, tmp.path())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "--cuda-home {} has no include/cuda.h; point --cuda-home at a CUDA toolkit root (the folder holding include/cuda.h)",
+            tmp.path().display()
+        )
+    );
+}
+
+#[test]
+fn cuda_home_of_another_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    fake_toolkit(tmp.path(), 12040);
+    let msg = inputs::local_headers(Ctk::V12_9, tmp.path())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "--cuda-home {} is CUDA 12.4 (CUDA_VERSION 12040) but --ctk 12.9 was asked for; point --cuda-home at a CUDA 12.9 toolkit, or drop --cuda-home to use the pinned packages",
+            tmp.path().display()
+        )
+    );
+}
+
+#[test]
+fn cuda_home_missing_crt() {
+    let tmp = tempfile::tempdir().unwrap();
+    fake_toolkit(tmp.path(), 12090);
+    fs::remove_file(tmp.path().join("include/crt/host_defines.h")).unwrap();
+    let msg = inputs::local_headers(Ctk::V12_9, tmp.path())
+        .unwrap_err()
+        .to_string();
+    assert!(msg.starts_with("no crt/host_defines.h in "), "{msg}");
+}
+
+#[test]
+fn cuda_home_of_the_right_version_records_each_header() {
+    let tmp = tempfile::tempdir().unwrap();
+    fake_toolkit(tmp.path(), 12090);
+    let headers = inputs::local_headers(Ctk::V12_9, tmp.path()).unwrap();
+    assert_eq!(headers.include_dirs, vec![tmp.path().join("include")]);
+    assert_eq!(headers.source.len(), 3);
+    let cuda = &headers.source[0];
+    assert_eq!(
+        (cuda.name.as_str(), cuda.version.as_str()),
+        ("cuda-home", "12.9")
+    );
+    assert_eq!(
+        cuda.file,
+        tmp.path().join("include/cuda.h").display().to_string()
+    );
+    assert_eq!(cuda.sha256, sha256_file(&headers.cuda_h).unwrap());
+    assert!(headers.source[2].file.ends_with("cudaTypedefs.h"));
+}
+
+#[test]
+fn libclang_override_warns_and_records_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("libclang.so"), "not really").unwrap();
+    let lib = inputs::local_libclang(tmp.path()).unwrap();
+    assert_eq!(lib.dir, tmp.path());
+    assert_eq!(
+        lib.source.file,
+        format!("override: {}", tmp.path().display())
+    );
+    assert_eq!(
+        lib.source.sha256,
+        sha256_file(&tmp.path().join("libclang.so")).unwrap()
+    );
+    let warning = lib.warning.unwrap();
+    assert!(
+        warning.contains("may differ from the committed"),
+        "{warning}"
+    );
+
+    let err = inputs::local_libclang(&tmp.path().join("nowhere")).unwrap_err();
+    assert!(
+        err.to_string().contains("LIBCLANG_PATH names nothing"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_libclang_when_pip_cannot_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pip = Pip {
+        python: tmp.path().join("no-python").into(),
+        ..Pip::default()
+    };
+    let fetcher = Fetcher::new(Lock::committed().unwrap(), Box::new(pip));
+    let msg = fetcher.libclang(tmp.path()).unwrap_err().to_string();
+    assert!(msg.starts_with("no libclang obtainable: "), "{msg}");
+    assert!(msg.contains("could not run"), "{msg}");
+    assert!(msg.ends_with("set LIBCLANG_PATH to a folder holding libclang.so to use a local one"));
+}
+
+// The tests below fetch from PyPI through pip, as generation does.
+
+#[test]
+fn real_fetch_of_the_13_0_packages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let headers = inputs::pinned_headers(Ctk::V13_0, tmp.path()).unwrap();
+    assert_eq!(headers.cuda_version, 13000);
+    for h in [&headers.cuda_h, &headers.runtime_api_h, &headers.typedefs_h] {
+        assert!(h.is_file(), "{}", h.display());
+    }
+    let lock = Lock::committed().unwrap();
+    assert_eq!(
+        headers.source[0],
+        lock.get("nvidia-cuda-runtime==13.0.96")
+            .unwrap()
+            .provenance()
+    );
+    assert_eq!(
+        headers.source[1],
+        lock.get("nvidia-cuda-crt==13.0.88").unwrap().provenance()
+    );
+    // Only the include tree was unpacked.
+    let unpacked = fs::read_dir(tmp.path().join("unpacked")).unwrap().count();
+    assert_eq!(unpacked, 2);
+    assert!(!headers.include_dirs[0].join("../lib").exists());
+
+    // Now offline: everything comes from the cache.
+    let offline = Fetcher::new(lock, Box::new(Offline));
+    let again = offline.headers(Ctk::V13_0, tmp.path()).unwrap();
+    assert_eq!(again.include_dirs, headers.include_dirs);
+}
+
+#[test]
+fn real_pip_failure_names_pips_last_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let msg = Pip::default()
+        .fetch("nvidia-cuda-crt==0.0.0", tmp.path())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with(
+            "could not download nvidia-cuda-crt==0.0.0: ERROR: No matching distribution"
+        ),
+        "{msg}"
+    );
+}
+
+#[test]
+fn real_fetch_of_the_pinned_libclang() {
+    // A cache kept between runs: the wheel is 24 MB.
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs");
+    let lib = Fetcher::committed().unwrap().libclang(&cache).unwrap();
+    assert!(lib.dir.join("libclang.so").is_file());
+    assert_eq!(lib.version, "18.1.1");
+    assert_eq!(lib.source.name, "libclang");
+    assert_eq!(
+        lib.source.sha256,
+        sha256_file(&lib.dir.join("libclang.so")).unwrap()
+    );
+    assert_eq!(lib.clang_args[0], "-isystem");
+    assert!(Path::new(&lib.clang_args[1]).join("stddef.h").is_file());
+    assert!(lib.warning.is_none());
+}
+
+#[test]
+fn real_fetch_of_every_target() {
+    // A cache kept between runs: the 12.9 crt/ comes in a 40 MB wheel.
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs");
+    for ctk in Ctk::ALL {
+        let headers = inputs::pinned_headers(ctk, &cache).unwrap();
+        assert_eq!(headers.ctk, ctk);
+        assert_eq!(headers.cuda_version, ctk.cuda_version());
+        assert!(
+            headers
+                .include_dirs
+                .iter()
+                .any(|d| d.join("crt/host_defines.h").is_file())
+        );
+        assert!(headers.runtime_api_h.is_file() && headers.typedefs_h.is_file());
+    }
+}
