@@ -174,8 +174,7 @@ fn address_in(library: &Path, symbol: &str) -> *const c_void {
     // loaded, so it stays loaded after this handle closes.
     unsafe {
         let lib = libloading::Library::new(library).unwrap();
-        let address = *lib.get::<*const c_void>(symbol).unwrap();
-        address
+        *lib.get::<*const c_void>(symbol).unwrap()
     }
 }
 

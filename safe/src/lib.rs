@@ -1,0 +1,1 @@
+//! Safe host callbacks over the generated bindings.
