@@ -37,7 +37,7 @@
 //! # Functions
 //!
 //! A driver function is resolved through `cuGetProcAddress_v2` (or `cuGetProcAddress` on drivers
-//! older than 12.5) with its own base name and ABI version, so each wrapper gets exactly the ABI
+//! older than 12.0) with its own base name and ABI version, so each wrapper gets exactly the ABI
 //! it was generated for; a runtime function by `dlsym` in the runtime of its major version.
 //! A function the installed CUDA lacks is [`Error::Unavailable`] when called, never a failure
 //! at load. Concurrent first calls from several threads are safe.

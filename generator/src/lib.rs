@@ -7,6 +7,7 @@
 //! together for one target.
 
 pub mod allowlist;
+pub mod audit;
 pub mod emit;
 pub mod inputs;
 pub mod model;

@@ -1,6 +1,6 @@
 //! The whole pipeline for one target, in memory: inputs → reader → model → writer → sealed files.
-//! Nothing is written to the output tree here; [`emit::write_tree`](crate::emit::write_tree)
-//! does that once every requested target has been generated.
+//! Nothing is written to the output tree here; [`crate::emit::write_tree`] does that once every
+//! requested target has been generated.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -35,9 +35,13 @@ impl Workspace {
         self.root.join("generated")
     }
 
-    /// The cache of downloaded and unpacked inputs (`target/hostcb-inputs/`).
+    /// The cache of downloaded and unpacked inputs: `$HOSTCB_INPUTS_CACHE` when set, else
+    /// `target/hostcb-inputs/`. Everything in it is hash-checked on use.
     pub fn cache(&self) -> PathBuf {
-        self.root.join("target/hostcb-inputs")
+        match std::env::var_os("HOSTCB_INPUTS_CACHE") {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => self.root.join("target/hostcb-inputs"),
+        }
     }
 
     fn templates(&self) -> PathBuf {
