@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Parser, Subcommand};
 use hostcb_generator::Ctk;
 use hostcb_generator::emit::{self, GeneratedFile};
@@ -56,7 +56,8 @@ fn main() -> ExitCode {
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Every error of the generator carries its cause in its own one-line message.
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
@@ -147,8 +148,7 @@ fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {
     } else {
         paths
     };
-    let report =
-        hostcb_seal::verify_paths(&paths).context("verify could not walk the given paths")?;
+    let report = hostcb_seal::verify_paths(&paths)?;
     for failure in &report.failures {
         eprintln!("{failure}");
     }

@@ -1,0 +1,135 @@
+//! Tests of the committed output and of the pipeline on the real, pinned inputs (fetched from
+//! PyPI into the input cache on first use): the ABI versions the model picks, the no-trampoline
+//! audit over every committed wrapper, stale output (`cargo xtask check`), and determinism.
+
+use std::path::PathBuf;
+
+use hostcb_generator::Ctk;
+use hostcb_generator::audit;
+use hostcb_generator::emit;
+use hostcb_generator::model::PerThread;
+use hostcb_generator::pipeline::{self, Options, Workspace};
+
+fn committed(ctk: Ctk, api: &str) -> (PathBuf, syn::File) {
+    let path = Workspace::this()
+        .generated()
+        .join(emit::target_dir(ctk))
+        .join(format!("{api}.rs"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (path, syn::parse_file(&text).expect("generated file parses"))
+}
+
+#[test]
+fn every_committed_host_function_wrapper_forwards_its_arguments_unchanged() {
+    let mut audited = Vec::new();
+    for ctk in Ctk::ALL {
+        for api in ["driver", "runtime"] {
+            let (path, file) = committed(ctk, api);
+            let violations = audit::forwarding_violations(&file);
+            assert!(violations.is_empty(), "{}: {violations:?}", path.display());
+            audited.extend(
+                audit::host_function_wrappers(&file)
+                    .iter()
+                    .map(|f| format!("{ctk}/{api}/{}", f.sig.ident)),
+            );
+        }
+    }
+    // The audit must have seen the wrappers that matter, or it proves nothing.
+    for must in [
+        "12.9/driver/cuLaunchHostFunc",
+        "12.9/runtime/cudaLaunchHostFunc",
+        "13.0/driver/cuStreamAddCallback",
+        "13.0/driver/cuGraphAddHostNode",
+        "13.0/driver/cuGraphExecHostNodeSetParams",
+        "13.0/driver/cuUserObjectCreate",
+        "13.0/runtime/cudaGraphHostNodeSetParams",
+        "13.5/driver/cuLaunchHostFunc_v2",
+        "13.5/runtime/cudaLaunchHostFunc_v2",
+    ] {
+        assert!(
+            audited.iter().any(|a| a == must),
+            "{must} was not audited: {audited:?}"
+        );
+    }
+}
+
+#[test]
+fn the_13_5_model_gives_each_declaration_its_own_abi_version() {
+    let ws = Workspace::this();
+    let generated =
+        pipeline::generate(&ws, Ctk::V13_5, &Options::default()).expect("generate 13.5");
+    let find = |name: &str| {
+        generated
+            .model
+            .driver
+            .functions
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("{name} missing from the 13.5 model"))
+    };
+    // The header's 3-argument cuLaunchHostFunc is ABI 10000; asking for the target's 13050
+    // could hand back the 4-argument 13.1 ABI.
+    let v1 = find("cuLaunchHostFunc");
+    assert_eq!(
+        (v1.base.as_str(), v1.version, v1.params.len()),
+        ("cuLaunchHostFunc", 10000, 3)
+    );
+    assert_eq!(v1.per_thread, PerThread::Driver);
+    let v2 = find("cuLaunchHostFunc_v2");
+    assert_eq!(
+        (v2.base.as_str(), v2.version, v2.params.len()),
+        ("cuLaunchHostFunc", 13010, 4)
+    );
+    let capture = find("cuStreamBeginCapture_v2");
+    assert_eq!(
+        (capture.base.as_str(), capture.version),
+        ("cuStreamBeginCapture", 10010)
+    );
+    assert_eq!(capture.aliases, ["cuStreamBeginCapture"]);
+    let instantiate = find("cuGraphInstantiateWithFlags");
+    assert_eq!(instantiate.aliases, ["cuGraphInstantiate"]);
+    let runtime_v2 = generated
+        .model
+        .runtime
+        .functions
+        .iter()
+        .find(|f| f.name == "cudaLaunchHostFunc_v2")
+        .expect("cudaLaunchHostFunc_v2 in 13.5");
+    assert_eq!(runtime_v2.version, 13010);
+    assert_eq!(
+        runtime_v2.per_thread,
+        PerThread::Runtime("cudaLaunchHostFunc_v2_ptsz".into())
+    );
+}
+
+/// What `cargo xtask check` does: regenerate every target in memory and compare byte for byte.
+#[test]
+fn committed_output_is_not_stale() {
+    let ws = Workspace::this();
+    let mut stale = Vec::new();
+    for ctk in Ctk::ALL {
+        let generated = pipeline::generate(&ws, ctk, &Options::default()).expect("generate");
+        for d in emit::diff_tree(&ws.generated(), &generated.files, 20) {
+            stale.push(format!(
+                "{}:\n{}\nrun: cargo xtask regen --ctk {ctk}",
+                d.path.display(),
+                d.diff
+            ));
+        }
+    }
+    assert!(stale.is_empty(), "{}", stale.join("\n"));
+}
+
+#[test]
+fn generation_is_deterministic_and_a_second_write_changes_nothing() {
+    let ws = Workspace::this();
+    let first = pipeline::generate(&ws, Ctk::V12_9, &Options::default()).expect("generate");
+    let second = pipeline::generate(&ws, Ctk::V12_9, &Options::default()).expect("generate");
+    assert_eq!(first.files, second.files);
+    let out = tempfile::tempdir().unwrap();
+    let written = emit::write_tree(out.path(), &first.files).unwrap();
+    assert_eq!(written.written.len(), first.files.len());
+    let again = emit::write_tree(out.path(), &second.files).unwrap();
+    assert!(again.written.is_empty(), "{:?}", again.written);
+    assert_eq!(again.unchanged.len(), first.files.len());
+}

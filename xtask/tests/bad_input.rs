@@ -1,0 +1,276 @@
+//! Bad input to `cargo xtask`: each case must end with one clear `error:` line, a non-zero exit,
+//! and nothing under `generated/` changed. The binary is run for real, with the real inputs.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Every file under generated/ with its digest, to prove a failed run changed nothing.
+fn snapshot() -> BTreeMap<PathBuf, String> {
+    fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                let digest = Sha256::digest(std::fs::read(&p).unwrap());
+                let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+                out.insert(p, hex);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(&workspace().join("generated"), &mut out);
+    out
+}
+
+/// Runs the xtask and returns its `error:` line; asserts the failure contract.
+fn fails(args: &[&str], env: &[(&str, &str)]) -> String {
+    let before = snapshot();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(args).current_dir(workspace());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run xtask");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded:\n{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "{args:?}: expected one error line, got:\n{stderr}"
+    );
+    assert!(!errors[0].contains('\n'));
+    assert_eq!(
+        before,
+        snapshot(),
+        "{args:?} changed files under generated/"
+    );
+    eprintln!("{args:?} -> {}", errors[0]);
+    errors[0].to_owned()
+}
+
+#[test]
+fn unknown_targets_are_refused() {
+    for bad in ["11.8", "14.0", "banana"] {
+        let e = fails(&["regen", "--ctk", bad], &[]);
+        assert!(
+            e.contains(&format!("unsupported CTK target '{bad}'")),
+            "{e}"
+        );
+        assert!(e.contains("12.9, 13.0 and 13.5"), "{e}");
+    }
+}
+
+#[test]
+fn cuda_home_without_cuda_h() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = fails(
+        &[
+            "regen",
+            "--ctk",
+            "12.9",
+            "--cuda-home",
+            dir.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(e.contains("include/cuda.h"), "{e}");
+}
+
+/// A fake toolkit: an include/ folder with the headers' names and the given cuda.h.
+fn fake_toolkit(cuda_h: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let inc = dir.path().join("include");
+    std::fs::create_dir_all(inc.join("crt")).unwrap();
+    std::fs::write(inc.join("cuda.h"), cuda_h).unwrap();
+    for h in ["cuda_runtime_api.h", "cudaTypedefs.h", "crt/host_defines.h"] {
+        std::fs::write(inc.join(h), "/* empty */\n").unwrap();
+    }
+    dir
+}
+
+#[test]
+fn cuda_home_of_another_version() {
+    let tk = fake_toolkit("#define CUDA_VERSION 12040\n");
+    let e = fails(
+        &[
+            "regen",
+            "--ctk",
+            "12.9",
+            "--cuda-home",
+            tk.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(e.contains("12040") && e.contains("12.9"), "{e}");
+}
+
+#[test]
+fn a_header_that_fails_to_parse() {
+    let tk = fake_toolkit("#define CUDA_VERSION 12090\nthis is not C;\n");
+    let e = fails(
+        &[
+            "regen",
+            "--ctk",
+            "12.9",
+            "--cuda-home",
+            tk.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(e.contains("could not parse"), "{e}");
+}
+
+#[test]
+fn no_libclang_obtainable() {
+    let e = fails(
+        &["regen", "--ctk", "13.0"],
+        &[("LIBCLANG_PATH", "/nonexistent/libclang")],
+    );
+    assert!(e.to_lowercase().contains("libclang"), "{e}");
+}
+
+#[test]
+fn an_unwritable_output_directory() {
+    let e = fails(
+        &["regen", "--ctk", "13.0", "--out", "/nonexistent/out"],
+        &[],
+    );
+    assert!(e.contains("/nonexistent/out"), "{e}");
+    // A folder in which `src` is a file: creating src/bindings/ fails (also as root).
+    let out = tempfile::tempdir().unwrap();
+    std::fs::write(out.path().join("src"), "a file, not a folder").unwrap();
+    let e = fails(
+        &[
+            "regen",
+            "--ctk",
+            "13.0",
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(e.contains("cannot write"), "{e}");
+}
+
+/// A wheel whose bytes differ from the lock: pip is pointed (through its own environment
+/// variables) at a folder holding a file of the locked name but other content.
+#[test]
+fn a_downloaded_package_whose_hash_differs_from_the_lock() {
+    let cache = tempfile::tempdir().unwrap();
+    let index = tempfile::tempdir().unwrap();
+    // The real runtime wheel (from the shared input cache, or PyPI), so that only the crt wheel
+    // is wrong.
+    let runtime =
+        "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
+    let cached = workspace()
+        .join("target/hostcb-inputs/wheels")
+        .join(runtime);
+    if std::fs::copy(&cached, index.path().join(runtime)).is_err() {
+        let ok = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+            ])
+            .args(["--platform", "manylinux2014_x86_64", "-d"])
+            .arg(index.path())
+            .arg("nvidia-cuda-runtime==13.0.96")
+            .status()
+            .expect("run pip");
+        assert!(
+            ok.success(),
+            "pip could not fetch nvidia-cuda-runtime==13.0.96"
+        );
+    }
+    let name = "nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(index.path().join(name)).unwrap());
+    zip.start_file::<_, ()>("nvidia/cu13/include/crt/host_defines.h", Default::default())
+        .unwrap();
+    zip.write_all(b"/* not the real header */\n").unwrap();
+    zip.start_file::<_, ()>(
+        "nvidia_cuda_crt-13.0.88.dist-info/METADATA",
+        Default::default(),
+    )
+    .unwrap();
+    zip.write_all(b"Metadata-Version: 2.1\nName: nvidia-cuda-crt\nVersion: 13.0.88\n")
+        .unwrap();
+    zip.start_file::<_, ()>(
+        "nvidia_cuda_crt-13.0.88.dist-info/WHEEL",
+        Default::default(),
+    )
+    .unwrap();
+    zip.write_all(
+        b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-manylinux2014_x86_64\n",
+    )
+    .unwrap();
+    zip.start_file::<_, ()>(
+        "nvidia_cuda_crt-13.0.88.dist-info/RECORD",
+        Default::default(),
+    )
+    .unwrap();
+    zip.finish().unwrap();
+    let e = fails(
+        &["regen", "--ctk", "13.0"],
+        &[
+            ("HOSTCB_INPUTS_CACHE", cache.path().to_str().unwrap()),
+            ("PIP_NO_INDEX", "1"),
+            ("PIP_FIND_LINKS", index.path().to_str().unwrap()),
+        ],
+    );
+    assert!(e.contains("does not match the lock"), "{e}");
+}
+
+#[test]
+fn cuda_home_needs_a_single_target() {
+    let tk = fake_toolkit("#define CUDA_VERSION 12090\n");
+    let e = fails(
+        &[
+            "regen",
+            "--ctk",
+            "all",
+            "--cuda-home",
+            tk.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(e.contains("--cuda-home"), "{e}");
+}
+
+/// Tampering with a sealed file: verify names the file and says it was edited.
+#[test]
+fn verify_catches_a_tampered_copy() {
+    let out = tempfile::tempdir().unwrap();
+    let src = workspace().join("generated/src/bindings/ctk_13_0/driver.rs");
+    let copy = out.path().join("driver.rs");
+    let text = std::fs::read_to_string(&src).unwrap();
+    std::fs::write(
+        &copy,
+        text.replacen("cuLaunchHostFunc", "cuLaunchHostFunx", 1),
+    )
+    .unwrap();
+    let e = fails(&["verify", out.path().to_str().unwrap()], &[]);
+    assert!(e.contains("failed verification"), "{e}");
+    let report = hostcb_seal::verify_paths(&[copy.clone()]).unwrap();
+    assert_eq!(report.failures.len(), 1);
+    assert!(
+        report.failures[0]
+            .to_string()
+            .contains("edited after sealing")
+    );
+}
