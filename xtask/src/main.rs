@@ -2,7 +2,10 @@
 //!
 //! - `regen --ctk <12.9|13.0|13.5|all> [--cuda-home DIR] [--out DIR]`: (re)generate bindings;
 //! - `verify [PATH...]`: check every seal (no headers, no libclang);
-//! - `check`: regenerate in memory and fail if anything committed differs.
+//! - `check`: regenerate in memory and fail if anything committed differs;
+//! - `test`: everything CI runs (fmt, verify, check, clippy, docs, every test).
+
+mod ci;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +46,8 @@ enum Command {
         /// Files or folders to check.
         paths: Vec<PathBuf>,
     },
+    /// Run everything CI checks: fmt, verify, check, clippy, docs and every test.
+    Test,
     /// Regenerate every target in memory and fail if the committed output differs.
     Check {
         /// The target to check: 12.9, 13.0, 13.5, or all (default).
@@ -80,6 +85,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         } => regen(&ws, &ctk, cuda_home, out),
         Command::Verify { paths } => verify(&ws, paths),
         Command::Check { ctk } => check(&ws, &ctk),
+        Command::Test => ci::run(&ws.root),
     }
 }
 

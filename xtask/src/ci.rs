@@ -1,0 +1,86 @@
+//! `cargo xtask test`: everything CI checks, in one command: formatting, clippy, docs, seals,
+//! stale output, and every test of the workspace (GPU tests skip visibly without a GPU).
+
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::bail;
+
+/// One step: a name and the command line (run from the workspace root).
+struct Step {
+    name: &'static str,
+    args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+}
+
+const STEPS: &[Step] = &[
+    Step {
+        name: "format",
+        args: &["fmt", "--all", "--check"],
+        env: &[],
+    },
+    Step {
+        name: "seals",
+        args: &["xtask", "verify"],
+        env: &[],
+    },
+    Step {
+        name: "stale output",
+        args: &["xtask", "check"],
+        env: &[],
+    },
+    Step {
+        name: "clippy",
+        args: &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        env: &[],
+    },
+    Step {
+        name: "docs",
+        args: &["doc", "--workspace", "--no-deps", "--all-features"],
+        env: &[("RUSTDOCFLAGS", "-D warnings")],
+    },
+    Step {
+        name: "tests",
+        args: &["test", "--workspace", "--all-features"],
+        env: &[],
+    },
+];
+
+/// Runs every step, reports each, and fails if any failed.
+pub fn run(root: &std::path::Path) -> anyhow::Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut failed = Vec::new();
+    let mut report = Vec::new();
+    for step in STEPS {
+        eprintln!("==> {}: cargo {}", step.name, step.args.join(" "));
+        let started = Instant::now();
+        let status = Command::new(&cargo)
+            .args(step.args)
+            .envs(step.env.iter().copied())
+            .current_dir(root)
+            .status();
+        let ok = matches!(status, Ok(s) if s.success());
+        report.push(format!(
+            "{:<13} {:>7.1} s  {}",
+            step.name,
+            started.elapsed().as_secs_f64(),
+            if ok { "ok" } else { "FAILED" }
+        ));
+        if !ok {
+            failed.push(step.name);
+        }
+    }
+    eprintln!("\n{}", report.join("\n"));
+    if !failed.is_empty() {
+        bail!("failed steps: {}", failed.join(", "));
+    }
+    Ok(())
+}
