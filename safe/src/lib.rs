@@ -1,1 +1,145 @@
-//! Safe host callbacks over the generated bindings.
+//! Safe host callbacks over the generated bindings: Rust closures on streams and in graphs whose
+//! lifetime is right by construction, through capture and replay, with contained panics.
+//!
+//! # Targets
+//!
+//! One module per enabled CUDA toolkit target, like `cuda-hostcb`: [`ctk_13_0`] (feature
+//! `ctk-13-0`, the default), `ctk_12_9` (`ctk-12-9`) and `ctk_13_5` (`ctk-13-5`). Each has the
+//! same API ([`Context`](ctk_13_0::Context), [`Stream`](ctk_13_0::Stream),
+//! [`Graph`](ctk_13_0::Graph), [`GraphExec`](ctk_13_0::GraphExec),
+//! [`GraphNode`](ctk_13_0::GraphNode)) over that target's driver bindings, re-exported as `sys`.
+//!
+//! ```no_run
+//! # #[cfg(feature = "ctk-13-0")]
+//! # fn main() -> Result<(), cuda_hostcb_safe::Error> {
+//! use cuda_hostcb_safe::ctk_13_0::{Context, Graph, Stream};
+//!
+//! let ctx = Context::primary(0)?;
+//! ctx.make_current()?;
+//! let stream = Stream::new(&ctx)?;
+//! stream.launch(|| println!("once, after the work before it"))?;
+//!
+//! let graph = Graph::new(&ctx)?;
+//! let first = graph.add_host_node(&[], || println!("every launch"))?;
+//! graph.add_host_node(&[first], || println!("then this"))?;
+//! let exec = graph.instantiate()?;
+//! drop(graph); // the executable keeps the closures alive
+//! exec.launch(&stream)?;
+//! stream.synchronize()?;
+//! # Ok(()) }
+//! # #[cfg(not(feature = "ctk-13-0"))] fn main() {}
+//! ```
+//!
+//! # Who owns a closure
+//!
+//! - [`Stream::launch`](ctk_13_0::Stream::launch) (`FnOnce`) on a stream that is not capturing:
+//!   the closure is boxed, called once by the stream, and dropped right after its call. On a
+//!   capturing stream it is refused ([`Error::CapturingStream`]): a captured host function runs on
+//!   every launch of the graph, so a one-shot closure cannot be captured honestly.
+//! - [`Stream::launch_fn`](ctk_13_0::Stream::launch_fn) (`Fn + Send + Sync`): on a plain stream
+//!   as above; on a capturing stream (found with `cuStreamGetCaptureInfo`, not asked of the
+//!   caller) the closure is owned by a CUDA user object moved into the graph being captured.
+//! - [`Graph::add_host_node`](ctk_13_0::Graph::add_host_node) (`Fn + Send + Sync`): owned by a
+//!   CUDA user object moved into the graph (`cuGraphRetainUserObject(.., CU_GRAPH_USER_OBJECT_MOVE)`).
+//!   CUDA copies that reference into clones and executables and holds it for in-flight launches,
+//!   so the closure lives as long as any of them and is dropped exactly once, by the user
+//!   object's destructor, after the last one goes.
+//! - The raw path stays: [`Stream::launch_raw`](ctk_13_0::Stream::launch_raw) and
+//!   [`Graph::add_host_node_raw`](ctk_13_0::Graph::add_host_node_raw) hand a caller-owned
+//!   pointer and an `extern "C"` function to CUDA unchanged.
+//!
+//! # Inside a callback
+//!
+//! A closure runs on a CUDA thread where CUDA calls are not permitted. A panic is caught and
+//! reported through the hook of [`set_panic_hook`] (default: [`default_panic_hook`], a line on
+//! stderr); the launch, the synchronisation and the work after the callback go on normally.
+//! Calls into this crate from inside a callback return [`Error::InCallback`], and a handle of
+//! this crate (a stream, graph, executable or context) dropped there is destroyed later, on the
+//! next call of this crate from an ordinary thread. With `panic = "abort"` a panic aborts.
+//!
+//! # Threads and contexts
+//!
+//! Driver calls use the calling thread's current context: call
+//! [`Context::make_current`](ctk_13_0::Context::make_current) once on each thread that launches
+//! work. Constructors ([`Stream::new`](ctk_13_0::Stream::new), [`Graph::instantiate`](ctk_13_0::Graph::instantiate))
+//! select their context themselves. Handles keep their context alive. [`Stream`](ctk_13_0::Stream),
+//! [`Graph`](ctk_13_0::Graph) and [`GraphExec`](ctk_13_0::GraphExec) are `Send` but not `Sync`
+//! (CUDA graphs are not internally synchronised; a stream's capture state is checked and used in
+//! one step); [`Context`](ctk_13_0::Context) is both.
+
+// Without a target the callback machinery has no user.
+#![cfg_attr(
+    not(any(feature = "ctk-12-9", feature = "ctk-13-0", feature = "ctk-13-5")),
+    allow(dead_code, unused_imports)
+)]
+
+mod callback;
+mod capture;
+mod error;
+mod panic;
+
+pub use capture::{CaptureMode, CaptureStatus};
+pub use error::Error;
+pub use panic::{
+    CallbackPanic, PanicHook, PanicStage, default_panic_hook, set_panic_hook, take_panic_hook,
+};
+
+/// The safe layer over the bindings generated from the CTK 12.9 headers.
+#[cfg(feature = "ctk-12-9")]
+#[path = "target"]
+#[allow(
+    clippy::duplicate_mod,
+    reason = "every target compiles the same source"
+)]
+pub mod ctk_12_9 {
+    /// The raw driver bindings of this target, for what the safe layer does not cover.
+    pub use cuda_hostcb::ctk_12_9::driver as sys;
+
+    mod context;
+    mod graph;
+    mod stream;
+
+    pub use context::Context;
+    pub use graph::{Graph, GraphExec, GraphNode};
+    pub use stream::Stream;
+}
+
+/// The safe layer over the bindings generated from the CTK 13.0 headers.
+#[cfg(feature = "ctk-13-0")]
+#[path = "target"]
+#[allow(
+    clippy::duplicate_mod,
+    reason = "every target compiles the same source"
+)]
+pub mod ctk_13_0 {
+    /// The raw driver bindings of this target, for what the safe layer does not cover.
+    pub use cuda_hostcb::ctk_13_0::driver as sys;
+
+    mod context;
+    mod graph;
+    mod stream;
+
+    pub use context::Context;
+    pub use graph::{Graph, GraphExec, GraphNode};
+    pub use stream::Stream;
+}
+
+/// The safe layer over the bindings generated from the CTK 13.5 headers.
+#[cfg(feature = "ctk-13-5")]
+#[path = "target"]
+#[allow(
+    clippy::duplicate_mod,
+    reason = "every target compiles the same source"
+)]
+pub mod ctk_13_5 {
+    /// The raw driver bindings of this target, for what the safe layer does not cover.
+    pub use cuda_hostcb::ctk_13_5::driver as sys;
+
+    mod context;
+    mod graph;
+    mod stream;
+
+    pub use context::Context;
+    pub use graph::{Graph, GraphExec, GraphNode};
+    pub use stream::Stream;
+}

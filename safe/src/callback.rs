@@ -1,0 +1,417 @@
+//! The trampolines CUDA calls for Rust closures, the marker that a thread is inside a callback,
+//! and the handle destructions deferred out of callbacks.
+//!
+//! A trampoline is the `extern "C"` function CUDA calls with the boxed closure as user data. It
+//! marks the thread as inside a callback, catches any panic (reported through
+//! [`crate::panic`]), and never unwinds into the driver.
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::Error;
+use crate::panic::{PanicStage, report};
+
+/// The function type CUDA calls for a host function or a user-object destructor.
+pub(crate) type HostFn = unsafe extern "C" fn(*mut c_void);
+
+thread_local! {
+    /// How many trampolines are running on this thread (more than one only if a callback is
+    /// called from inside another, which CUDA does not do).
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Marks the current thread as inside a callback while it lives.
+struct Inside;
+
+impl Inside {
+    fn enter() -> Inside {
+        DEPTH.with(|d| d.set(d.get() + 1));
+        Inside
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get() - 1));
+    }
+}
+
+/// Whether the current thread is running a callback or a destructor of this crate.
+pub(crate) fn in_callback() -> bool {
+    DEPTH.with(|d| d.get() > 0)
+}
+
+/// The entry check of every public call that reaches CUDA: refused inside a callback; outside
+/// one, destructions deferred by callbacks run first.
+pub(crate) fn enter(operation: &'static str) -> Result<(), Error> {
+    if in_callback() {
+        return Err(Error::InCallback { operation });
+    }
+    reap();
+    Ok(())
+}
+
+/// A destruction that had to wait until it could call CUDA.
+type Deferred = Box<dyn FnOnce() + Send>;
+
+static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
+static PENDING: AtomicBool = AtomicBool::new(false);
+
+/// Runs `destroy` (which calls CUDA) now, or, inside a callback where CUDA calls are not
+/// permitted, on the next call of this crate from an ordinary thread.
+pub(crate) fn destroy(destroy: impl FnOnce() + Send + 'static) {
+    if in_callback() {
+        DEFERRED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(destroy));
+        PENDING.store(true, Ordering::Release);
+    } else {
+        destroy();
+        reap();
+    }
+}
+
+/// Runs the deferred destructions, in the order they were deferred (outside callbacks only).
+pub(crate) fn reap() {
+    if !PENDING.load(Ordering::Acquire) || in_callback() {
+        return;
+    }
+    let due = {
+        let mut queue = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+        PENDING.store(false, Ordering::Release);
+        std::mem::take(&mut *queue)
+    };
+    for destroy in due {
+        destroy();
+    }
+}
+
+/// How many destructions wait for an ordinary thread.
+#[cfg(test)]
+pub(crate) fn deferred() -> usize {
+    DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).len()
+}
+
+/// A CUDA handle carried into a deferred destruction, which may run on another thread.
+pub(crate) struct Handle<T>(T);
+
+// SAFETY: CUDA handles (streams, graphs, executables, contexts) may be destroyed from any
+// thread; a `Handle` is only ever moved into the one destruction of its handle.
+unsafe impl<T> Send for Handle<T> {}
+
+impl<T> Handle<T> {
+    pub(crate) fn new(raw: T) -> Handle<T> {
+        Handle(raw)
+    }
+
+    /// The handle (a method, so that a closure captures the whole `Handle`, not its field).
+    pub(crate) fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+/// A closure boxed for exactly one call, as a host function and its user data.
+///
+/// Dropping it before [`hand_over`](Self::hand_over) drops the closure uncalled.
+pub(crate) struct Once {
+    call: HostFn,
+    discard: unsafe fn(*mut c_void),
+    data: *mut c_void,
+}
+
+impl Once {
+    pub(crate) fn new<F: FnOnce() + Send + 'static>(f: F) -> Once {
+        Once {
+            call: call_once::<F>,
+            discard: discard::<F>,
+            data: Box::into_raw(Box::new(f)).cast(),
+        }
+    }
+
+    /// The host function and user data to give CUDA.
+    pub(crate) fn parts(&self) -> (HostFn, *mut c_void) {
+        (self.call, self.data)
+    }
+
+    /// CUDA accepted the launch: its single call consumes and drops the closure.
+    pub(crate) fn hand_over(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Once {
+    fn drop(&mut self) {
+        // SAFETY: `data` is the box made in `new` for this `discard`, not handed over.
+        unsafe { (self.discard)(self.data) }
+    }
+}
+
+/// A closure boxed for any number of calls, as a host function, its user data and the
+/// destructor a user object calls once no graph, executable or launch needs it any more.
+///
+/// Dropping it before [`hand_over`](Self::hand_over) drops the closure uncalled.
+pub(crate) struct Shared {
+    call: HostFn,
+    destroy: HostFn,
+    discard: unsafe fn(*mut c_void),
+    data: *mut c_void,
+}
+
+impl Shared {
+    pub(crate) fn new<F: Fn() + Send + Sync + 'static>(f: F) -> Shared {
+        Shared {
+            call: call_shared::<F>,
+            destroy: drop_shared::<F>,
+            discard: discard::<F>,
+            data: Box::into_raw(Box::new(f)).cast(),
+        }
+    }
+
+    /// The host function, the destructor and the user data to give CUDA.
+    pub(crate) fn parts(&self) -> (HostFn, HostFn, *mut c_void) {
+        (self.call, self.destroy, self.data)
+    }
+
+    /// A user object owns the closure now; its destructor drops it.
+    pub(crate) fn hand_over(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: `data` is the box made in `new` for this `discard`, not handed over.
+        unsafe { (self.discard)(self.data) }
+    }
+}
+
+/// Drops a box that was never handed to CUDA, on the thread that made it.
+unsafe fn discard<F>(data: *mut c_void) {
+    // SAFETY: the caller passes the pointer of a `Box<F>` it still owns.
+    drop(unsafe { Box::from_raw(data.cast::<F>()) });
+}
+
+/// The host function of a one-shot closure: calls it, which consumes and drops it.
+///
+/// # Safety
+/// `data` is a `Box<F>` made by [`Once::new`] and handed over; it is called at most once.
+pub(crate) unsafe extern "C" fn call_once<F: FnOnce() + Send>(data: *mut c_void) {
+    let _inside = Inside::enter();
+    // SAFETY: by this function's contract, the box is ours to consume.
+    let f = unsafe { Box::from_raw(data.cast::<F>()) };
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        report(PanicStage::Call, payload);
+    }
+}
+
+/// The host function of a closure owned by a user object: calls it by reference.
+///
+/// # Safety
+/// `data` is a `Box<F>` made by [`Shared::new`] that [`drop_shared`] has not dropped yet.
+pub(crate) unsafe extern "C" fn call_shared<F: Fn() + Send + Sync>(data: *mut c_void) {
+    let _inside = Inside::enter();
+    // SAFETY: by this function's contract, the closure is alive; `F: Sync`, so concurrent
+    // launches may share it.
+    let f = unsafe { &*data.cast::<F>() };
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        report(PanicStage::Call, payload);
+    }
+}
+
+/// The user-object destructor of a closure: drops it, once the last holder is gone.
+///
+/// # Safety
+/// `data` is a `Box<F>` made by [`Shared::new`]; called once, after every call.
+pub(crate) unsafe extern "C" fn drop_shared<F>(data: *mut c_void) {
+    let _inside = Inside::enter();
+    // SAFETY: by this function's contract, the box is ours to drop.
+    let f = unsafe { Box::from_raw(data.cast::<F>()) };
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(f))) {
+        report(PanicStage::Drop, payload);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The trampolines are called here exactly as CUDA calls them: an `extern "C"` function
+    //! with the boxed closure as its user data.
+
+    use super::*;
+    use crate::panic::take_panic_hook;
+    use crate::panic::tests::{HOOK_LOCK, recording_hook};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Counts its drops.
+    struct Tally(Arc<AtomicUsize>);
+
+    impl Drop for Tally {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> Arc<AtomicUsize> {
+        Arc::new(AtomicUsize::new(0))
+    }
+
+    #[test]
+    fn a_one_shot_closure_runs_once_then_is_dropped() {
+        let (calls, drops) = (counter(), counter());
+        let inside = Arc::new(AtomicBool::new(false));
+        let (c, tally, i) = (
+            Arc::clone(&calls),
+            Tally(Arc::clone(&drops)),
+            Arc::clone(&inside),
+        );
+        let once = Once::new(move || {
+            let _keep = &tally;
+            c.fetch_add(1, Ordering::SeqCst);
+            i.store(in_callback(), Ordering::SeqCst);
+        });
+        let (f, data) = once.parts();
+        once.hand_over();
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        unsafe { f(data) };
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert!(
+            inside.load(Ordering::SeqCst),
+            "the closure runs marked as inside"
+        );
+        assert!(!in_callback());
+    }
+
+    #[test]
+    fn a_closure_not_handed_over_is_dropped_uncalled() {
+        let (calls, drops) = (counter(), counter());
+        let (c, tally) = (Arc::clone(&calls), Tally(Arc::clone(&drops)));
+        drop(Once::new(move || {
+            let _keep = &tally;
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        let tally = Tally(Arc::clone(&drops));
+        drop(Shared::new(move || {
+            let _keep = &tally;
+        }));
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_shared_closure_runs_on_every_call_and_its_destructor_drops_it_once() {
+        let (calls, drops) = (counter(), counter());
+        let (c, tally) = (Arc::clone(&calls), Tally(Arc::clone(&drops)));
+        let shared = Shared::new(move || {
+            let _keep = &tally;
+            c.fetch_add(1, Ordering::SeqCst);
+        });
+        let (call, destroy, data) = shared.parts();
+        shared.hand_over();
+        for _ in 0..1000 {
+            unsafe { call(data) };
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1000);
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        unsafe { destroy(data) };
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn panics_are_reported_and_never_leave_the_trampoline() {
+        let _guard = HOOK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = recording_hook();
+        let drops = counter();
+
+        let tally = Tally(Arc::clone(&drops));
+        let once = Once::new(move || {
+            let _keep = &tally;
+            panic!("one-shot failure {}", 7);
+        });
+        let (f, data) = once.parts();
+        once.hand_over();
+        unsafe { f(data) };
+        assert!(!in_callback(), "the marker is cleared after a panic");
+
+        let shared = Shared::new(|| panic!("shared failure"));
+        let (call, destroy, data) = shared.parts();
+        shared.hand_over();
+        unsafe { call(data) };
+        unsafe { call(data) };
+        unsafe { destroy(data) };
+
+        struct LoudDrop;
+        impl Drop for LoudDrop {
+            fn drop(&mut self) {
+                panic!("drop failure");
+            }
+        }
+        let loud = LoudDrop;
+        let shared = Shared::new(move || {
+            let _keep = &loud;
+        });
+        let (call, destroy, data) = shared.parts();
+        shared.hand_over();
+        unsafe { call(data) };
+        unsafe { destroy(data) };
+
+        take_panic_hook();
+        let seen = seen.lock().unwrap().clone();
+        let text = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            seen,
+            vec![
+                (PanicStage::Call, text("one-shot failure 7")),
+                (PanicStage::Call, text("shared failure")),
+                (PanicStage::Call, text("shared failure")),
+                (PanicStage::Drop, text("drop failure")),
+            ]
+        );
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "the panicking closure's state is dropped"
+        );
+    }
+
+    #[test]
+    fn destructions_inside_a_callback_wait_for_an_ordinary_thread() {
+        let ran = counter();
+        let refused = Arc::new(Mutex::new(None));
+        let (r, seen) = (Arc::clone(&ran), Arc::clone(&refused));
+        let once = Once::new(move || {
+            *seen.lock().unwrap() = Some(enter("Stream::launch"));
+            destroy(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            });
+        });
+        let (f, data) = once.parts();
+        once.hand_over();
+        unsafe { f(data) };
+        assert!(matches!(
+            refused.lock().unwrap().take(),
+            Some(Err(Error::InCallback {
+                operation: "Stream::launch"
+            }))
+        ));
+        // Other tests may defer too; this one's destruction is among the deferred ones.
+        assert!(deferred() >= 1);
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        enter("Stream::synchronize").unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+
+        let r = Arc::clone(&ran);
+        destroy(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            2,
+            "outside a callback it runs now"
+        );
+    }
+}

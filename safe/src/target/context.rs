@@ -1,0 +1,140 @@
+//! A device's primary context, retained while any handle of it (or of a stream, graph or
+//! executable made in it) lives.
+
+use std::ffi::c_int;
+use std::ptr;
+use std::sync::Arc;
+
+use super::sys;
+use crate::Error;
+use crate::callback::{self, Handle};
+
+/// A retained primary context of one device; clones share the retain.
+///
+/// Dropping the last handle waits for the context's pending work (so every pending callback
+/// runs and drops its closure), then releases the primary context.
+#[derive(Debug, Clone)]
+pub struct Context(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    raw: sys::CUcontext,
+    device: sys::CUdevice,
+    ordinal: usize,
+}
+
+// SAFETY: a primary context may be used and released from any thread.
+unsafe impl Send for Inner {}
+// SAFETY: as above; `Inner` is immutable.
+unsafe impl Sync for Inner {}
+
+impl Context {
+    /// How many CUDA devices the driver reports (after `cuInit`); fails when there is no
+    /// driver.
+    pub fn device_count() -> Result<usize, Error> {
+        callback::enter("Context::device_count")?;
+        let mut count: c_int = 0;
+        // SAFETY: plain calls with a valid out-pointer.
+        unsafe {
+            sys::cuInit(0)?;
+            sys::cuDeviceGetCount(&mut count)?;
+        }
+        Ok(usize::try_from(count).unwrap_or(0))
+    }
+
+    /// Retains the primary context of device `ordinal` (`0..device_count()`).
+    pub fn primary(ordinal: usize) -> Result<Context, Error> {
+        let count = Context::device_count()?;
+        let index = c_int::try_from(ordinal)
+            .ok()
+            .filter(|_| ordinal < count)
+            .ok_or(Error::NoSuchDevice { ordinal, count })?;
+        let mut device: sys::CUdevice = 0;
+        let mut raw: sys::CUcontext = ptr::null_mut();
+        // SAFETY: valid out-pointers; the ordinal was checked against the device count.
+        unsafe {
+            sys::cuDeviceGet(&mut device, index)?;
+            sys::cuDevicePrimaryCtxRetain(&mut raw, device)?;
+        }
+        Ok(Context(Arc::new(Inner {
+            raw,
+            device,
+            ordinal,
+        })))
+    }
+
+    /// Makes this context the calling thread's current one (`cuCtxSetCurrent`); do it once on
+    /// each thread that launches work.
+    pub fn make_current(&self) -> Result<(), Error> {
+        callback::enter("Context::make_current")?;
+        // SAFETY: the context is retained while `self` lives.
+        unsafe { sys::cuCtxSetCurrent(self.0.raw)? };
+        Ok(())
+    }
+
+    /// Waits for all work of this context (`cuCtxSynchronize`), whatever thread it runs on.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        callback::enter("Context::synchronize")?;
+        let _current = self.push()?;
+        // SAFETY: the context is current on this thread for the call.
+        unsafe { sys::cuCtxSynchronize()? };
+        Ok(())
+    }
+
+    /// The device ordinal this context belongs to.
+    pub fn ordinal(&self) -> usize {
+        self.0.ordinal
+    }
+
+    /// The device handle.
+    pub fn device(&self) -> sys::CUdevice {
+        self.0.device
+    }
+
+    /// The raw context; it stays valid while `self` lives.
+    pub fn as_raw(&self) -> sys::CUcontext {
+        self.0.raw
+    }
+
+    /// Makes this context current on the calling thread until the guard drops.
+    pub(super) fn push(&self) -> Result<Pushed, Error> {
+        // SAFETY: the context is retained while `self` lives.
+        unsafe { sys::cuCtxPushCurrent(self.0.raw)? };
+        Ok(Pushed(()))
+    }
+}
+
+/// Pops the context that [`Context::push`] pushed.
+pub(super) struct Pushed(());
+
+impl Drop for Pushed {
+    fn drop(&mut self) {
+        let mut popped: sys::CUcontext = ptr::null_mut();
+        // SAFETY: this thread pushed a context that is still on top of its stack.
+        let _ = unsafe { sys::cuCtxPopCurrent(&mut popped) };
+    }
+}
+
+/// Pushes `ctx` (when there is one) for the life of the guard.
+pub(super) fn push(ctx: Option<&Context>) -> Result<Option<Pushed>, Error> {
+    ctx.map(Context::push).transpose()
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let (raw, device) = (Handle::new(self.raw), self.device);
+        callback::destroy(move || {
+            let raw = raw.into_inner();
+            let mut popped: sys::CUcontext = ptr::null_mut();
+            // SAFETY: the context is still retained; pending callbacks run before the release,
+            // so none outlives the context.
+            unsafe {
+                if sys::cuCtxPushCurrent(raw).is_ok() {
+                    let _ = sys::cuCtxSynchronize();
+                    let _ = sys::cuCtxPopCurrent(&mut popped);
+                }
+                let _ = sys::cuDevicePrimaryCtxRelease(device);
+            }
+        });
+    }
+}

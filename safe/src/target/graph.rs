@@ -1,0 +1,332 @@
+//! Graphs whose host nodes own their closures through CUDA user objects, and their executables.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::ptr;
+
+use super::context::push;
+use super::sys;
+use super::{Context, Stream};
+use crate::Error;
+use crate::callback::{self, Handle, HostFn, Shared};
+
+/// Hands a closure to a CUDA user object (destructor: drop the closure; flag
+/// `CU_USER_OBJECT_NO_DESTRUCTOR_SYNC`) and moves that reference into `graph`
+/// (`CU_GRAPH_USER_OBJECT_MOVE`). Returns the host function and user data for the node.
+///
+/// From then on CUDA decides when the closure goes: clones and executables of the graph copy
+/// the reference, launches hold it until they finish, and the destructor runs once, after the
+/// last of them.
+pub(super) fn attach(graph: sys::CUgraph, shared: Shared) -> Result<(HostFn, *mut c_void), Error> {
+    let (call, destroy, data) = shared.parts();
+    let mut object: sys::CUuserObject = ptr::null_mut();
+    // SAFETY: `destroy` drops exactly the box behind `data`, once, when the count reaches 0. If
+    // the call fails, `shared` still owns the box and drops it.
+    unsafe {
+        sys::cuUserObjectCreate(
+            &mut object,
+            data,
+            Some(destroy),
+            1,
+            sys::CUuserObject_flags::CU_USER_OBJECT_NO_DESTRUCTOR_SYNC.0,
+        )?
+    };
+    shared.hand_over();
+    // SAFETY: `object` is live and this thread owns its one reference, which MOVE transfers.
+    let moved = unsafe {
+        sys::cuGraphRetainUserObject(
+            graph,
+            object,
+            1,
+            sys::CUuserObjectRetain_flags::CU_GRAPH_USER_OBJECT_MOVE.0,
+        )
+    };
+    if let Err(e) = moved {
+        // The reference is still ours: releasing it lets the destructor drop the closure.
+        // SAFETY: we own one reference.
+        let _ = unsafe { sys::cuUserObjectRelease(object, 1) };
+        return Err(e.into());
+    }
+    Ok((call, data))
+}
+
+/// A CUDA graph (`CUgraph`), destroyed on drop; its host nodes own their closures.
+///
+/// `Send` but not `Sync`: CUDA graphs are not internally synchronised.
+#[derive(Debug)]
+pub struct Graph {
+    raw: sys::CUgraph,
+    ctx: Option<Context>,
+}
+
+// SAFETY: a graph may be used from any thread, one at a time (`Graph` is not `Sync`).
+unsafe impl Send for Graph {}
+
+/// A node of a [`Graph`], to name as a dependency of later nodes of the same graph.
+#[derive(Debug, Clone, Copy)]
+pub struct GraphNode<'g> {
+    raw: sys::CUgraphNode,
+    graph: sys::CUgraph,
+    _graph: PhantomData<&'g Graph>,
+}
+
+impl GraphNode<'_> {
+    /// The raw node; valid while its graph lives.
+    pub fn as_raw(&self) -> sys::CUgraphNode {
+        self.raw
+    }
+}
+
+impl Graph {
+    /// Creates an empty graph; `ctx` is kept alive with it and made current to instantiate it.
+    pub fn new(ctx: &Context) -> Result<Graph, Error> {
+        callback::enter("Graph::new")?;
+        let _current = ctx.push()?;
+        let mut raw: sys::CUgraph = ptr::null_mut();
+        // SAFETY: a valid out-pointer; flags must be 0.
+        unsafe { sys::cuGraphCreate(&mut raw, 0)? };
+        Ok(Graph {
+            raw,
+            ctx: Some(ctx.clone()),
+        })
+    }
+
+    /// Takes ownership of a graph made by CUDA.
+    ///
+    /// # Safety
+    /// `raw` is a valid graph that nothing else destroys.
+    pub(super) unsafe fn from_raw(raw: sys::CUgraph, ctx: Option<Context>) -> Graph {
+        Graph { raw, ctx }
+    }
+
+    /// Adds a host node that calls `f` on every launch, after `dependencies`.
+    ///
+    /// `f` is owned by a CUDA user object that this graph holds; clones, executables and
+    /// in-flight launches hold it too, and it is dropped once, after the last of them is gone
+    /// (on a CUDA thread, asynchronously: keep its drop short).
+    pub fn add_host_node<F>(
+        &self,
+        dependencies: &[GraphNode<'_>],
+        f: F,
+    ) -> Result<GraphNode<'_>, Error>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        callback::enter("Graph::add_host_node")?;
+        let deps = self.raw_dependencies(dependencies)?;
+        let (call, data) = attach(self.raw, Shared::new(f))?;
+        // SAFETY: the graph owns the closure through the user object `attach` moved into it.
+        // If adding the node fails, the graph still owns it and drops it with itself.
+        unsafe { self.add_host(&deps, call, data) }
+    }
+
+    /// Adds a host node that calls `f(user_data)` unchanged, the raw path.
+    ///
+    /// # Safety
+    /// `f` must not unwind, nor call CUDA; `user_data` must stay valid until this graph, its
+    /// clones, every executable made from them and every launch of those are gone.
+    pub unsafe fn add_host_node_raw(
+        &self,
+        dependencies: &[GraphNode<'_>],
+        f: unsafe extern "C" fn(*mut c_void),
+        user_data: *mut c_void,
+    ) -> Result<GraphNode<'_>, Error> {
+        callback::enter("Graph::add_host_node_raw")?;
+        let deps = self.raw_dependencies(dependencies)?;
+        // SAFETY: the caller's contract covers `f` and `user_data`.
+        unsafe { self.add_host(&deps, f, user_data) }
+    }
+
+    /// Copies the graph (`cuGraphClone`); the copy holds its own references to the closures.
+    pub fn try_clone(&self) -> Result<Graph, Error> {
+        callback::enter("Graph::try_clone")?;
+        let mut raw: sys::CUgraph = ptr::null_mut();
+        // SAFETY: the graph is valid; a valid out-pointer.
+        unsafe { sys::cuGraphClone(&mut raw, self.raw)? };
+        Ok(Graph {
+            raw,
+            ctx: self.ctx.clone(),
+        })
+    }
+
+    /// Instantiates the graph (`cuGraphInstantiate`) in its context; the executable holds its
+    /// own references to the closures, so the graph may be dropped before it.
+    pub fn instantiate(&self) -> Result<GraphExec, Error> {
+        callback::enter("Graph::instantiate")?;
+        let _current = push(self.ctx.as_ref())?;
+        let mut raw: sys::CUgraphExec = ptr::null_mut();
+        // SAFETY: the graph is valid; a valid out-pointer.
+        unsafe { sys::cuGraphInstantiate(&mut raw, self.raw, 0)? };
+        Ok(GraphExec {
+            raw,
+            ctx: self.ctx.clone(),
+        })
+    }
+
+    /// How many nodes the graph has.
+    pub fn node_count(&self) -> Result<usize, Error> {
+        callback::enter("Graph::node_count")?;
+        let mut count = 0usize;
+        // SAFETY: a null node array asks for the count only.
+        unsafe { sys::cuGraphGetNodes(self.raw, ptr::null_mut(), &mut count)? };
+        Ok(count)
+    }
+
+    /// The raw graph; valid while `self` lives.
+    pub fn as_raw(&self) -> sys::CUgraph {
+        self.raw
+    }
+
+    /// The context the graph instantiates in (`None` for one captured on a borrowed stream).
+    pub fn context(&self) -> Option<&Context> {
+        self.ctx.as_ref()
+    }
+
+    fn raw_dependencies(&self, nodes: &[GraphNode<'_>]) -> Result<Vec<sys::CUgraphNode>, Error> {
+        nodes
+            .iter()
+            .map(|n| {
+                if n.graph == self.raw {
+                    Ok(n.raw)
+                } else {
+                    Err(Error::ForeignNode)
+                }
+            })
+            .collect()
+    }
+
+    /// # Safety
+    /// `call(data)` is sound on every launch of this graph and of whatever is made from it.
+    unsafe fn add_host(
+        &self,
+        deps: &[sys::CUgraphNode],
+        call: HostFn,
+        data: *mut c_void,
+    ) -> Result<GraphNode<'_>, Error> {
+        let params = sys::CUDA_HOST_NODE_PARAMS {
+            fn_: Some(call),
+            userData: data,
+        };
+        let deps_ptr = if deps.is_empty() {
+            ptr::null()
+        } else {
+            deps.as_ptr()
+        };
+        let mut raw: sys::CUgraphNode = ptr::null_mut();
+        // SAFETY: valid graph, nodes of this graph, parameters and out-pointer.
+        unsafe { sys::cuGraphAddHostNode(&mut raw, self.raw, deps_ptr, deps.len(), &params)? };
+        Ok(GraphNode {
+            raw,
+            graph: self.raw,
+            _graph: PhantomData,
+        })
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        let raw = Handle::new(self.raw);
+        callback::destroy(move || {
+            // SAFETY: we own the graph. Its references to user objects go with it; clones and
+            // executables keep their own.
+            let _ = unsafe { sys::cuGraphDestroy(raw.into_inner()) };
+        });
+    }
+}
+
+/// An executable graph (`CUgraphExec`), destroyed on drop (an in-flight launch finishes first,
+/// with its closures alive).
+///
+/// `Send` but not `Sync`: CUDA does not synchronise concurrent use of one executable.
+#[derive(Debug)]
+pub struct GraphExec {
+    raw: sys::CUgraphExec,
+    ctx: Option<Context>,
+}
+
+// SAFETY: an executable may be used from any thread, one at a time (`GraphExec` is not `Sync`).
+unsafe impl Send for GraphExec {}
+
+impl GraphExec {
+    /// Launches the executable on `stream` (`cuGraphLaunch`).
+    pub fn launch(&self, stream: &Stream) -> Result<(), Error> {
+        callback::enter("GraphExec::launch")?;
+        // SAFETY: both handles are valid while borrowed.
+        unsafe { sys::cuGraphLaunch(self.raw, stream.as_raw())? };
+        Ok(())
+    }
+
+    /// Updates the executable from `graph`, of the same topology (`cuGraphExecUpdate`). The
+    /// executable then holds `graph`'s closures; the ones it held before are dropped once no
+    /// earlier launch needs them.
+    pub fn update(&mut self, graph: &Graph) -> Result<(), Error> {
+        callback::enter("GraphExec::update")?;
+        let mut info = sys::CUgraphExecUpdateResultInfo {
+            result: sys::CUgraphExecUpdateResult::CU_GRAPH_EXEC_UPDATE_SUCCESS,
+            errorNode: ptr::null_mut(),
+            errorFromNode: ptr::null_mut(),
+        };
+        // SAFETY: valid executable, graph and out-pointer.
+        match unsafe { sys::cuGraphExecUpdate(self.raw, graph.as_raw(), &mut info) } {
+            Ok(()) => Ok(()),
+            Err(source)
+                if source.code() == Some(sys::CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE.0) =>
+            {
+                Err(Error::UpdateRejected {
+                    reason: update_result_name(info.result),
+                    source,
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The raw executable; valid while `self` lives.
+    pub fn as_raw(&self) -> sys::CUgraphExec {
+        self.raw
+    }
+
+    /// The context the executable was instantiated in.
+    pub fn context(&self) -> Option<&Context> {
+        self.ctx.as_ref()
+    }
+}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        let raw = Handle::new(self.raw);
+        callback::destroy(move || {
+            // SAFETY: we own the executable; CUDA defers freeing it (and releasing its user
+            // objects) until its launches have finished.
+            let _ = unsafe { sys::cuGraphExecDestroy(raw.into_inner()) };
+        });
+    }
+}
+
+fn update_result_name(result: sys::CUgraphExecUpdateResult) -> &'static str {
+    use sys::CUgraphExecUpdateResult as R;
+    match result {
+        R::CU_GRAPH_EXEC_UPDATE_SUCCESS => "CU_GRAPH_EXEC_UPDATE_SUCCESS",
+        R::CU_GRAPH_EXEC_UPDATE_ERROR => "CU_GRAPH_EXEC_UPDATE_ERROR",
+        R::CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED => {
+            "CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED"
+        }
+        R::CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED => {
+            "CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED"
+        }
+        R::CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED => {
+            "CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED"
+        }
+        R::CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED => {
+            "CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED"
+        }
+        R::CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED => "CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED",
+        R::CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE => {
+            "CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE"
+        }
+        R::CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED => {
+            "CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED"
+        }
+        _ => "an unknown CUgraphExecUpdateResult",
+    }
+}

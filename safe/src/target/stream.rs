@@ -1,0 +1,240 @@
+//! Streams: closures enqueued as host functions, capture-aware, and the raw path unchanged.
+
+use std::ffi::c_void;
+use std::ptr;
+
+use super::Context;
+use super::graph::{Graph, attach};
+use super::sys;
+use crate::callback::{self, Handle, Once, Shared};
+use crate::{CaptureMode, CaptureStatus, Error};
+
+// The safe enums mirror this target's values.
+const _: () = {
+    use sys::CUstreamCaptureMode as M;
+    use sys::CUstreamCaptureStatus as S;
+    assert!(M::CU_STREAM_CAPTURE_MODE_GLOBAL.0 == CaptureMode::Global.raw());
+    assert!(M::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL.0 == CaptureMode::ThreadLocal.raw());
+    assert!(M::CU_STREAM_CAPTURE_MODE_RELAXED.0 == CaptureMode::Relaxed.raw());
+    assert!(matches!(
+        CaptureStatus::from_raw(S::CU_STREAM_CAPTURE_STATUS_NONE.0),
+        CaptureStatus::None
+    ));
+    assert!(matches!(
+        CaptureStatus::from_raw(S::CU_STREAM_CAPTURE_STATUS_ACTIVE.0),
+        CaptureStatus::Active
+    ));
+    assert!(matches!(
+        CaptureStatus::from_raw(S::CU_STREAM_CAPTURE_STATUS_INVALIDATED.0),
+        CaptureStatus::Invalidated
+    ));
+};
+
+/// A CUDA stream: owned (made by [`Stream::new`], destroyed on drop) or borrowed
+/// ([`Stream::borrow_raw`], left alone on drop).
+///
+/// `Send` but not `Sync`: a launch checks the stream's capture state and enqueues in one step,
+/// which no other thread can interleave with through this handle.
+#[derive(Debug)]
+pub struct Stream {
+    raw: sys::CUstream,
+    owned: bool,
+    ctx: Option<Context>,
+}
+
+// SAFETY: a stream may be used from any thread; `Stream` is not `Sync` (see above).
+unsafe impl Send for Stream {}
+
+impl Stream {
+    /// Creates a stream in `ctx` that does not synchronise with the legacy default stream
+    /// (`CU_STREAM_NON_BLOCKING`); it is destroyed when dropped (after its pending work, which
+    /// CUDA still runs).
+    pub fn new(ctx: &Context) -> Result<Stream, Error> {
+        callback::enter("Stream::new")?;
+        let _current = ctx.push()?;
+        let mut raw: sys::CUstream = ptr::null_mut();
+        // SAFETY: a valid out-pointer, with `ctx` current.
+        unsafe { sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING.0)? };
+        Ok(Stream {
+            raw,
+            owned: true,
+            ctx: Some(ctx.clone()),
+        })
+    }
+
+    /// Wraps a stream that someone else owns; dropping the `Stream` leaves it alone.
+    ///
+    /// # Safety
+    /// `raw` is a valid stream (or null, the legacy default stream) for as long as the returned
+    /// `Stream` is used, and no other thread begins a capture on it or joins it to one while a
+    /// launch through this `Stream` is under way.
+    pub unsafe fn borrow_raw(raw: sys::CUstream) -> Stream {
+        Stream {
+            raw,
+            owned: false,
+            ctx: None,
+        }
+    }
+
+    /// The raw stream; valid while `self` lives.
+    pub fn as_raw(&self) -> sys::CUstream {
+        self.raw
+    }
+
+    /// Whether dropping this `Stream` destroys the CUDA stream.
+    pub fn is_owned(&self) -> bool {
+        self.owned
+    }
+
+    /// The context of an owned stream (`None` for a borrowed one).
+    pub fn context(&self) -> Option<&Context> {
+        self.ctx.as_ref()
+    }
+
+    /// Enqueues a one-shot closure: the stream calls it once, after the work before it, and it
+    /// is dropped right after that call.
+    ///
+    /// A stream that is capturing a graph would record the call and make it on every launch of
+    /// the graph, so this returns [`Error::CapturingStream`] then (dropping `f` uncalled); use
+    /// [`launch_fn`](Self::launch_fn), which works in both cases.
+    pub fn launch<F>(&self, f: F) -> Result<(), Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        callback::enter("Stream::launch")?;
+        match self.status()? {
+            CaptureStatus::None => self.enqueue_once(Once::new(f)),
+            CaptureStatus::Active => Err(Error::CapturingStream),
+            CaptureStatus::Invalidated => Err(Error::CaptureInvalidated),
+        }
+    }
+
+    /// Enqueues a closure that may run many times: on a plain stream it runs once and is
+    /// dropped after that call, as with [`launch`](Self::launch); on a capturing stream it
+    /// becomes a host node of the graph being captured, owned by a CUDA user object moved into
+    /// that graph, so it runs on every launch and is dropped once, after the last graph,
+    /// executable or launch that holds it is gone.
+    pub fn launch_fn<F>(&self, f: F) -> Result<(), Error>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        callback::enter("Stream::launch_fn")?;
+        match self.status()? {
+            CaptureStatus::None => self.enqueue_once(Once::new(f)),
+            CaptureStatus::Active => self.enqueue_captured(Shared::new(f)),
+            CaptureStatus::Invalidated => Err(Error::CaptureInvalidated),
+        }
+    }
+
+    /// Enqueues `f(user_data)` unchanged (`cuLaunchHostFunc`), the raw path: no box, no
+    /// trampoline, no capture check.
+    ///
+    /// # Safety
+    /// `f` must not unwind, nor call CUDA; `user_data` must stay valid for every call, which
+    /// for a capturing stream means until the captured graph and every executable and launch
+    /// made from it are gone.
+    pub unsafe fn launch_raw(
+        &self,
+        f: unsafe extern "C" fn(*mut c_void),
+        user_data: *mut c_void,
+    ) -> Result<(), Error> {
+        callback::enter("Stream::launch_raw")?;
+        // SAFETY: the caller's contract covers `f` and `user_data`; the stream is valid.
+        unsafe { sys::cuLaunchHostFunc(self.raw, Some(f), user_data)? };
+        Ok(())
+    }
+
+    /// Waits for the stream's work, callbacks included (`cuStreamSynchronize`).
+    pub fn synchronize(&self) -> Result<(), Error> {
+        callback::enter("Stream::synchronize")?;
+        // SAFETY: the stream is valid while `self` lives.
+        unsafe { sys::cuStreamSynchronize(self.raw)? };
+        Ok(())
+    }
+
+    /// Whether the stream is capturing a graph (`cuStreamIsCapturing`).
+    pub fn capture_status(&self) -> Result<CaptureStatus, Error> {
+        callback::enter("Stream::capture_status")?;
+        self.status()
+    }
+
+    /// Begins capturing the stream's work into a graph (`cuStreamBeginCapture`).
+    pub fn begin_capture(&self, mode: CaptureMode) -> Result<(), Error> {
+        callback::enter("Stream::begin_capture")?;
+        // SAFETY: the stream is valid while `self` lives.
+        unsafe { sys::cuStreamBeginCapture(self.raw, sys::CUstreamCaptureMode(mode.raw()))? };
+        Ok(())
+    }
+
+    /// Ends the capture and returns the captured graph (`cuStreamEndCapture`); it owns the
+    /// closures captured by [`launch_fn`](Self::launch_fn).
+    pub fn end_capture(&self) -> Result<Graph, Error> {
+        callback::enter("Stream::end_capture")?;
+        let mut raw: sys::CUgraph = ptr::null_mut();
+        // SAFETY: the stream is valid; a valid out-pointer.
+        unsafe { sys::cuStreamEndCapture(self.raw, &mut raw)? };
+        // SAFETY: CUDA made the graph and handed it to us.
+        Ok(unsafe { Graph::from_raw(raw, self.ctx.clone()) })
+    }
+
+    fn status(&self) -> Result<CaptureStatus, Error> {
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: the stream is valid; a valid out-pointer.
+        unsafe { sys::cuStreamIsCapturing(self.raw, &mut status)? };
+        Ok(CaptureStatus::from_raw(status.0))
+    }
+
+    /// Launches a one-shot closure; if CUDA refuses, `once` drops it here.
+    fn enqueue_once(&self, once: Once) -> Result<(), Error> {
+        let (call, data) = once.parts();
+        // SAFETY: `call` consumes `data` on its single call, which a plain stream makes once.
+        unsafe { sys::cuLaunchHostFunc(self.raw, Some(call), data)? };
+        once.hand_over();
+        Ok(())
+    }
+
+    /// Moves the closure into the capturing graph's ownership, then records its launch.
+    fn enqueue_captured(&self, shared: Shared) -> Result<(), Error> {
+        let graph = self.capturing_graph()?;
+        let (call, data) = attach(graph, shared)?;
+        // SAFETY: the graph being captured owns the closure through a user object, so it
+        // outlives every call the recorded host function can make. If the launch fails, the
+        // graph still owns it and drops it with itself.
+        unsafe { sys::cuLaunchHostFunc(self.raw, Some(call), data)? };
+        Ok(())
+    }
+
+    /// The graph the stream is capturing into (`cuStreamGetCaptureInfo`).
+    fn capturing_graph(&self) -> Result<sys::CUgraph, Error> {
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut graph: sys::CUgraph = ptr::null_mut();
+        // SAFETY: the stream is valid; the optional outputs that are not wanted are null.
+        unsafe {
+            sys::cuStreamGetCaptureInfo_v3(
+                self.raw,
+                &mut status,
+                ptr::null_mut(),
+                &mut graph,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+            )?
+        };
+        match CaptureStatus::from_raw(status.0) {
+            CaptureStatus::Active if !graph.is_null() => Ok(graph),
+            _ => Err(Error::CaptureInvalidated),
+        }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.owned {
+            let raw = Handle::new(self.raw);
+            callback::destroy(move || {
+                // SAFETY: we own the stream; CUDA finishes its pending work before freeing it.
+                let _ = unsafe { sys::cuStreamDestroy(raw.into_inner()) };
+            });
+        }
+    }
+}

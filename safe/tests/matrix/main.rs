@@ -1,0 +1,280 @@
+//! The safe layer's GPU matrix (C01-C14 of its issue, plus the raw path and the refusals) for
+//! every enabled target, on real GPUs, with its own harness.
+//!
+//! The GPU is probed once per target at start-up. When it is unusable each GPU trial is
+//! ignored, with one `SKIP:` line that gives the count and the reason; with `REQUIRE_GPU=1` the
+//! trials fail instead. Trials run one at a time unless `--test-threads` says otherwise: a
+//! global-mode capture (C13) forbids other threads' unsafe CUDA calls while it lasts.
+//!
+//! `MATRIX_WRONG_EXPECTATIONS=1` inverts every check, so each trial must fail at its first one:
+//! the way to see on a GPU that the checks can fail.
+
+// Without a target there are no cases, and the harness runs nothing.
+#![cfg_attr(
+    not(any(feature = "ctk-12-9", feature = "ctk-13-0", feature = "ctk-13-5")),
+    allow(unused)
+)]
+
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cuda_hostcb_safe::{default_panic_hook, set_panic_hook};
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+
+#[cfg(feature = "ctk-12-9")]
+#[path = "."]
+#[allow(clippy::duplicate_mod, reason = "every target runs the same cases")]
+mod ctk_12_9 {
+    pub use cuda_hostcb_safe::ctk_12_9 as safe;
+    pub use cuda_hostcb_safe::ctk_12_9::sys;
+    pub const TARGET: &str = "ctk_12_9";
+    mod cases;
+    pub use cases::{probe, trials};
+}
+
+#[cfg(feature = "ctk-13-0")]
+#[path = "."]
+#[allow(clippy::duplicate_mod, reason = "every target runs the same cases")]
+mod ctk_13_0 {
+    pub use cuda_hostcb_safe::ctk_13_0 as safe;
+    pub use cuda_hostcb_safe::ctk_13_0::sys;
+    pub const TARGET: &str = "ctk_13_0";
+    mod cases;
+    pub use cases::{probe, trials};
+}
+
+#[cfg(feature = "ctk-13-5")]
+#[path = "."]
+#[allow(clippy::duplicate_mod, reason = "every target runs the same cases")]
+mod ctk_13_5 {
+    pub use cuda_hostcb_safe::ctk_13_5 as safe;
+    pub use cuda_hostcb_safe::ctk_13_5::sys;
+    pub const TARGET: &str = "ctk_13_5";
+    mod cases;
+    pub use cases::{probe, trials};
+}
+
+/// What the probe found for one target.
+pub enum Gpu {
+    /// Usable, with this many devices.
+    Ready { devices: usize },
+    /// Unusable: the trials are ignored.
+    Skip(String),
+    /// Unusable while `REQUIRE_GPU=1`: the trials fail with this reason.
+    Fail(String),
+}
+
+impl Gpu {
+    fn from_probe(probe: Result<usize, String>, require: bool) -> Gpu {
+        let reason = match probe {
+            Ok(0) => "the CUDA driver reports no device".to_owned(),
+            Ok(devices) => return Gpu::Ready { devices },
+            Err(reason) => reason,
+        };
+        if require {
+            Gpu::Fail(reason)
+        } else {
+            Gpu::Skip(reason)
+        }
+    }
+}
+
+/// What a GPU case returns: completed, or ignored at run time with a reason (too few devices).
+pub type Outcome = Result<Completion, Failed>;
+
+/// A GPU case, given the device count.
+pub type Case = fn(usize) -> Outcome;
+
+/// One trial named `<target>::<name>`, run, ignored or failed as the probe says.
+pub fn gpu_trial(target: &str, gpu: &Gpu, name: &str, case: Case) -> Trial {
+    let name = format!("{target}::{name}");
+    match gpu {
+        Gpu::Ready { devices } => {
+            let devices = *devices;
+            Trial::ignorable_test(name, move || case(devices))
+        }
+        Gpu::Skip(_) => Trial::test(name, || Ok(())).with_ignored_flag(true),
+        Gpu::Fail(reason) => {
+            let reason = reason.clone();
+            Trial::test(name, move || {
+                Err(format!("REQUIRE_GPU=1, but no GPU is usable: {reason}").into())
+            })
+        }
+    }
+}
+
+/// A completed case.
+pub fn done() -> Outcome {
+    Ok(Completion::Completed)
+}
+
+fn wrong() -> bool {
+    std::env::var("MATRIX_WRONG_EXPECTATIONS").as_deref() == Ok("1")
+}
+
+/// Checks `got == want`.
+pub fn expect_eq<T: PartialEq + Debug>(what: &str, got: T, want: T) -> Result<(), Failed> {
+    match (got == want, wrong()) {
+        (true, false) | (false, true) => Ok(()),
+        (false, false) => Err(format!("{what}: got {got:?}, want {want:?}").into()),
+        (true, true) => Err(format!(
+            "{what}: got {got:?}, and MATRIX_WRONG_EXPECTATIONS=1 wanted anything else"
+        )
+        .into()),
+    }
+}
+
+/// Checks that two long sequences are equal, naming the first difference.
+pub fn expect_seq<T: PartialEq + Debug>(what: &str, got: &[T], want: &[T]) -> Result<(), Failed> {
+    let equal = got == want;
+    if equal != wrong() {
+        return Ok(());
+    }
+    if equal {
+        return Err(format!(
+            "{what}: {} items as wanted, and MATRIX_WRONG_EXPECTATIONS=1 wanted anything else",
+            got.len()
+        )
+        .into());
+    }
+    let first = got.iter().zip(want).position(|(g, w)| g != w);
+    Err(match first {
+        Some(i) => format!(
+            "{what}: item {i} is {:?}, want {:?} ({} items, want {})",
+            got[i],
+            want[i],
+            got.len(),
+            want.len()
+        ),
+        None => format!("{what}: {} items, want {}", got.len(), want.len()),
+    }
+    .into())
+}
+
+/// How long to wait for a closure that CUDA drops asynchronously (user-object destructors).
+pub const DROP_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits up to `timeout` for `counter` to reach `want`, then checks it is exactly `want`.
+pub fn wait_count(
+    what: &str,
+    counter: &AtomicUsize,
+    want: usize,
+    timeout: Duration,
+) -> Result<(), Failed> {
+    let start = Instant::now();
+    while counter.load(Ordering::SeqCst) < want && start.elapsed() < timeout {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let got = counter.load(Ordering::SeqCst);
+    expect_eq(
+        &format!("{what} (after waiting up to {timeout:?})"),
+        got,
+        want,
+    )
+}
+
+/// A shared counter.
+pub fn counter() -> Arc<AtomicUsize> {
+    Arc::new(AtomicUsize::new(0))
+}
+
+/// Counts its drops into a shared counter.
+pub struct Tally(pub Arc<AtomicUsize>);
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Appends to a shared log from a callback (never panics on a poisoned lock).
+pub fn record<T>(log: &Mutex<Vec<T>>, item: T) {
+    log.lock().unwrap_or_else(|e| e.into_inner()).push(item);
+}
+
+/// Takes a shared log's items.
+pub fn take<T>(log: &Mutex<Vec<T>>) -> Vec<T> {
+    std::mem::take(&mut *log.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// A host pointer that callbacks may read or write (the test keeps it valid and synchronises).
+#[derive(Clone, Copy)]
+pub struct HostPtr(pub *mut u32);
+
+// SAFETY: the cases keep the memory alive until the callbacks that use it have run, and never
+// touch it from two threads at once.
+unsafe impl Send for HostPtr {}
+// SAFETY: as above.
+unsafe impl Sync for HostPtr {}
+
+impl HostPtr {
+    /// The pointer (a method, so closures capture the whole `HostPtr`).
+    pub fn get(self) -> *mut u32 {
+        self.0
+    }
+}
+
+/// Every contained callback panic's message, as the hook received it.
+static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// How many contained panics carried exactly `message`.
+pub fn panics_with(message: &str) -> usize {
+    PANICS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|m| *m == message)
+        .count()
+}
+
+fn main() {
+    let mut args = Arguments::from_args();
+    if args.test_threads.is_none() {
+        args.test_threads = Some(1);
+    }
+    let require = std::env::var("REQUIRE_GPU").as_deref() == Ok("1");
+
+    // One recording hook for the whole run (the hook is process-wide); it also prints.
+    set_panic_hook(|report| {
+        record(&PANICS, report.message().unwrap_or_default().to_owned());
+        default_panic_hook(report);
+    });
+
+    let mut trials = Vec::new();
+    // Skip reasons, each with the targets it applies to and their trial counts.
+    let mut skips: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |target: &str, probe: Result<usize, String>, make: fn(&Gpu) -> Vec<Trial>| {
+        let gpu = Gpu::from_probe(probe, require);
+        let made = make(&gpu);
+        match &gpu {
+            Gpu::Ready { devices } => println!("GPU: {target}: {devices} device(s)"),
+            Gpu::Skip(reason) => {
+                let entry = format!("{} of {target}", made.len());
+                match skips.iter_mut().find(|(r, _)| r == reason) {
+                    Some((_, targets)) => targets.push(entry),
+                    None => skips.push((reason.clone(), vec![entry])),
+                }
+            }
+            Gpu::Fail(reason) => println!("FAIL: {target}: REQUIRE_GPU=1 and {reason}"),
+        }
+        trials.extend(made);
+    };
+    #[cfg(feature = "ctk-12-9")]
+    add(ctk_12_9::TARGET, ctk_12_9::probe(), ctk_12_9::trials);
+    #[cfg(feature = "ctk-13-0")]
+    add(ctk_13_0::TARGET, ctk_13_0::probe(), ctk_13_0::trials);
+    #[cfg(feature = "ctk-13-5")]
+    add(ctk_13_5::TARGET, ctk_13_5::probe(), ctk_13_5::trials);
+
+    let skipped = trials.iter().filter(|t| t.has_ignored_flag()).count();
+    if skipped > 0 {
+        let why: Vec<_> = skips
+            .iter()
+            .map(|(reason, targets)| format!("{} ({reason})", targets.join(", ")))
+            .collect();
+        println!("SKIP: {skipped} GPU tests: {}", why.join("; "));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
