@@ -1,0 +1,7 @@
+//! The GPU regression suite: every scenario on every target × API (see the `hostcb-tests`
+//! crate). Without a usable GPU each trial is skipped with its reason, or fails with
+//! `REQUIRE_GPU=1`.
+
+fn main() -> std::process::ExitCode {
+    hostcb_tests::harness::main()
+}

@@ -1,0 +1,269 @@
+//! The GPU test executable's harness (libtest-mimic): every scenario for every target × API as
+//! a trial named `<target>::<api>::<scenario>`, each run, visibly skipped, or failed according
+//! to the probe, and the skip counts printed before the run.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+
+use crate::binding::{Binding, HostFuncV2};
+use crate::bindings::{ctk_12_9, ctk_13_0, ctk_13_5};
+use crate::check::{Failure, Ran, WRONG_EXPECTATIONS_ENV, wrong_expectations};
+use crate::probe::{Gate, Probe};
+use crate::resources::take_cleanup_errors;
+use crate::scenarios::{
+    canary, devices, host_func_v2, host_nodes, ordering, replay, stream_callbacks, user_data,
+    user_objects,
+};
+
+/// A scenario's trial body.
+pub type Body = fn() -> Result<Ran, Failure>;
+
+/// One scenario, as registered for one binding.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// The last part of the trial name, e.g. `replay_five`.
+    pub name: &'static str,
+    /// Devices it needs; with fewer it is skipped (even with `REQUIRE_GPU=1`).
+    pub min_devices: usize,
+    /// The body.
+    pub body: Body,
+}
+
+const fn scenario(name: &'static str, body: Body) -> Scenario {
+    Scenario {
+        name,
+        min_devices: 1,
+        body,
+    }
+}
+
+/// The scenarios every binding runs.
+pub fn common<B: Binding>() -> Vec<Scenario> {
+    vec![
+        scenario("replay_five", replay::five::<B>),
+        scenario("replay_ten_thousand", replay::ten_thousand::<B>),
+        scenario("stream_callbacks", stream_callbacks::run::<B>),
+        scenario("host_node_params", host_nodes::run::<B>),
+        scenario("user_object_lifetime", user_objects::run::<B>),
+        scenario("user_data_identity", user_data::run::<B>),
+        Scenario {
+            min_devices: 2,
+            ..scenario("several_devices", devices::run::<B>)
+        },
+        scenario("order_copy_visible", ordering::copy_visible::<B>),
+        scenario("order_later_work_waits", ordering::later_work_waits::<B>),
+        scenario("canary_replay_wrong_binding", canary::run::<B>),
+    ]
+}
+
+/// The scenarios of a binding that declares the `_v2` launch.
+pub fn with_v2<B: HostFuncV2>() -> Vec<Scenario> {
+    let mut all = common::<B>();
+    all.push(scenario("host_func_v2", host_func_v2::run::<B>));
+    all
+}
+
+/// A trial before it is handed to libtest-mimic.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// `<target>::<api>::<scenario>`.
+    pub name: String,
+    /// Whether it runs.
+    pub gate: Gate,
+    /// What it runs.
+    pub body: Body,
+}
+
+fn plan_binding<B: Binding>(probe: &Probe, scenarios: Vec<Scenario>, out: &mut Vec<Planned>) {
+    let gate = probe.gate(B::API);
+    for s in scenarios {
+        let gate = match (&gate, devices::skip_reason(probe.devices())) {
+            (Gate::Run, Some(reason)) if s.min_devices > 1 => Gate::Skip(reason),
+            _ => gate.clone(),
+        };
+        out.push(Planned {
+            name: format!("{}::{}", B::name(), s.name),
+            gate,
+            body: s.body,
+        });
+    }
+}
+
+/// Every trial, in a fixed order: by target, then API, then scenario.
+pub fn plan(probe: &Probe) -> Vec<Planned> {
+    let mut out = Vec::new();
+    plan_binding::<ctk_12_9::Driver>(probe, common::<ctk_12_9::Driver>(), &mut out);
+    plan_binding::<ctk_12_9::Runtime>(probe, common::<ctk_12_9::Runtime>(), &mut out);
+    plan_binding::<ctk_13_0::Driver>(probe, common::<ctk_13_0::Driver>(), &mut out);
+    plan_binding::<ctk_13_0::Runtime>(probe, common::<ctk_13_0::Runtime>(), &mut out);
+    plan_binding::<ctk_13_5::Driver>(probe, with_v2::<ctk_13_5::Driver>(), &mut out);
+    plan_binding::<ctk_13_5::Runtime>(probe, with_v2::<ctk_13_5::Runtime>(), &mut out);
+    out
+}
+
+/// One line per reason: `SKIP: <n> GPU tests: <reason>`, `FAIL: <n> GPU tests: <reason>`.
+pub fn summary<'a>(planned: impl IntoIterator<Item = &'a Planned>) -> Vec<String> {
+    let mut skips: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut fails: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in planned {
+        match &p.gate {
+            Gate::Run => {}
+            Gate::Skip(reason) => *skips.entry(reason).or_default() += 1,
+            Gate::Fail(reason) => *fails.entry(reason).or_default() += 1,
+        }
+    }
+    let skips = skips
+        .into_iter()
+        .map(|(reason, n)| format!("SKIP: {n} GPU tests: {reason}"));
+    let fails = fails
+        .into_iter()
+        .map(|(reason, n)| format!("FAIL: {n} GPU tests: {reason}"));
+    skips.chain(fails).collect()
+}
+
+/// Runs a body, turning its outcome and any failed clean-up into the trial's.
+fn execute(body: Body) -> Result<Completion, Failed> {
+    let _ = take_cleanup_errors();
+    let outcome = body();
+    let cleanup = take_cleanup_errors();
+    let cleanup_note = if cleanup.is_empty() {
+        String::new()
+    } else {
+        format!("clean-up failed: {}", cleanup.join("; "))
+    };
+    match outcome {
+        Err(failure) if cleanup.is_empty() => Err(failure.into()),
+        Err(failure) => Err(format!("{failure}; {cleanup_note}").into()),
+        Ok(_) if !cleanup.is_empty() => Err(cleanup_note.into()),
+        Ok(Ran::Passed) => Ok(Completion::Completed),
+        Ok(Ran::Skipped(reason)) => Ok(Completion::ignored_with(reason)),
+    }
+}
+
+fn trial(p: Planned) -> Trial {
+    let Planned { name, gate, body } = p;
+    Trial::ignorable_test(name, move || match gate {
+        Gate::Run => execute(body),
+        Gate::Skip(reason) => Ok(Completion::ignored_with(reason)),
+        Gate::Fail(reason) => Err(reason.into()),
+    })
+}
+
+/// The executable's `main`: probe, print what was found and what will be skipped, run.
+///
+/// Trials run one at a time unless `--test-threads` says otherwise: they share the GPU, time
+/// host functions and wait for destructors.
+pub fn main() -> ExitCode {
+    let mut args = Arguments::from_args();
+    if args.test_threads.is_none() {
+        args.test_threads = Some(1);
+    }
+    let probe = Probe::run();
+    let planned = plan(&probe);
+    let trials: Vec<Trial> = planned.iter().cloned().map(trial).collect();
+    if !args.list {
+        for line in probe.lines() {
+            println!("{line}");
+        }
+        if wrong_expectations() {
+            println!(
+                "hostcb-tests: {WRONG_EXPECTATIONS_ENV}=1: every scenario checks a deliberately \
+                 wrong expectation, so every trial that runs must fail"
+            );
+        }
+        let shown = planned
+            .iter()
+            .zip(&trials)
+            .filter(|(_, t)| !args.is_filtered_out(t))
+            .map(|(p, _)| p);
+        for line in summary(shown) {
+            println!("{line}");
+        }
+    }
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::{Gpu, Unusable};
+
+    fn probe(require_gpu: bool, devices: Option<usize>) -> Probe {
+        Probe {
+            require_gpu,
+            gpu: devices
+                .map(|devices| Gpu {
+                    devices,
+                    driver_version: Some(13000),
+                })
+                .ok_or(Unusable {
+                    short: "no CUDA driver".to_owned(),
+                    detail: "could not load libcuda.so.1".to_owned(),
+                }),
+            runtimes: vec![(12, Ok(12090)), (13, Ok(13000))],
+        }
+    }
+
+    #[test]
+    fn every_scenario_is_planned_for_every_target_and_api() {
+        let planned = plan(&probe(false, Some(2)));
+        assert_eq!(planned.len(), 6 * 10 + 2);
+        let names: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
+        for name in [
+            "ctk_12_9::driver::replay_five",
+            "ctk_12_9::runtime::canary_replay_wrong_binding",
+            "ctk_13_0::driver::several_devices",
+            "ctk_13_5::driver::host_func_v2",
+            "ctk_13_5::runtime::host_func_v2",
+        ] {
+            assert!(names.contains(&name), "{name} missing");
+        }
+        assert!(!names.contains(&"ctk_13_0::driver::host_func_v2"));
+        assert!(planned.iter().all(|p| p.gate == Gate::Run));
+    }
+
+    #[test]
+    fn without_a_gpu_everything_is_skipped_and_counted() {
+        let planned = plan(&probe(false, None));
+        assert_eq!(
+            summary(&planned),
+            vec!["SKIP: 62 GPU tests: no CUDA driver"]
+        );
+        let planned = plan(&probe(true, None));
+        assert_eq!(
+            summary(&planned),
+            vec![
+                "FAIL: 62 GPU tests: REQUIRE_GPU=1, and no usable GPU: could not load libcuda.so.1"
+            ]
+        );
+    }
+
+    #[test]
+    fn on_one_gpu_only_the_several_device_trials_are_skipped_even_with_require_gpu() {
+        let planned = plan(&probe(true, Some(1)));
+        assert_eq!(
+            summary(&planned),
+            vec![
+                "SKIP: 6 GPU tests: needs 2 or more CUDA devices, 1 visible: run it on a \
+                 multi-GPU machine"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_cleanup_fails_a_passing_body() {
+        fn passes() -> Result<Ran, Failure> {
+            crate::resources::note_cleanup_failure(&Failure::Harness("left something behind"));
+            Ok(Ran::Passed)
+        }
+        let Err(e) = execute(passes) else {
+            panic!("a failed clean-up passed");
+        };
+        assert_eq!(
+            e.message(),
+            Some("clean-up failed: test harness misuse: left something behind")
+        );
+    }
+}
