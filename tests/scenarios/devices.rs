@@ -226,6 +226,20 @@ pub fn run<B: Binding>() -> Result<Ran, Failure> {
         want[1].2 = value(0, 0);
     }
     check(&want, &seen)?;
+    // The figures a multi-device run reports: the devices seen and the calls on each.
+    let per_device: Vec<String> = (0..seen.devices)
+        .map(|d| {
+            let n = seen.calls.iter().filter(|c| c.0 == d).count();
+            format!("device {d}: {n} calls")
+        })
+        .collect();
+    println!(
+        "{}::{:?}::several_devices: {} devices; {}",
+        B::TARGET,
+        B::API,
+        seen.devices,
+        per_device.join(", ")
+    );
     Ok(Ran::Passed)
 }
 

@@ -299,6 +299,10 @@ fn c04_every_gpu_two_streams(devices: usize) -> Outcome {
             expect_seq(&format!("device {d} stream {s}"), &take(log), &want)?;
         }
     }
+    println!(
+        "{TARGET}::c04: {devices} devices; {} callbacks per device (2 streams x 500)",
+        2 * 500
+    );
     done()
 }
 
@@ -566,6 +570,13 @@ fn c10_stream_closure_dropped_once_after_its_call(_: usize) -> Outcome {
         many.load(SeqCst),
         1000,
     )?;
+    println!(
+        "{TARGET}::c10: one closure: 1 call, {} drop; launch_fn: {} call, {} drop; 1000 closures: {} drops",
+        drops.load(SeqCst),
+        calls.load(SeqCst),
+        fn_drops.load(SeqCst),
+        many.load(SeqCst)
+    );
     done()
 }
 
@@ -714,6 +725,11 @@ fn c12_graph_closure_dropped_once_after_last_holder(_: usize) -> Outcome {
     wait_count("drops after the last holder", &drops, 1, DROP_WAIT)?;
     settle(&ctx)?;
     expect_eq("drops a while later", drops.load(SeqCst), 1)?;
+    println!(
+        "{TARGET}::c12: calls {}, drops {} (0 while any graph, clone or exec lived)",
+        calls.load(SeqCst),
+        drops.load(SeqCst)
+    );
     done()
 }
 
@@ -831,6 +847,18 @@ fn c14_devices_two_graphs_each_see_their_own_value(devices: usize) -> Outcome {
     got.sort_unstable();
     want.sort_unstable();
     expect_seq("(device, graph, value) each callback saw", &got, &want)?;
+    let per_device: Vec<String> = (0..devices)
+        .map(|d| {
+            format!(
+                "device {d}: {} calls",
+                got.iter().filter(|c| c.0 == d).count()
+            )
+        })
+        .collect();
+    println!(
+        "{TARGET}::c14: {devices} devices; {}",
+        per_device.join(", ")
+    );
     done()
 }
 
