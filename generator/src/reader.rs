@@ -510,7 +510,9 @@ mod tests {
             rustdoc_escape("  \\param fn - [in] <x>\n    code\n\n # h"),
             " \\param fn - \\[in\\] \\<x\\>\n code\n\n \\# h"
         );
-        assert_eq!(rustdoc_escape("< The function to call"), " The function to call"
+        assert_eq!(
+            rustdoc_escape("< The function to call"),
+            " The function to call"
         );
     }
 

@@ -5,6 +5,7 @@
 //! - `check`: regenerate in memory and fail if anything committed differs;
 //! - `test`: everything CI runs (fmt, verify, check, clippy, docs, every test).
 
+mod bench;
 mod ci;
 
 use std::path::PathBuf;
@@ -48,6 +49,8 @@ enum Command {
     },
     /// Run everything CI checks: fmt, verify, check, clippy, docs and every test.
     Test,
+    /// Time regen (next to its bindgen floor), verify, check and builds of the generated crate.
+    Bench(bench::Args),
     /// Regenerate every target in memory and fail if the committed output differs.
     Check {
         /// The target to check: 12.9, 13.0, 13.5, or all (default).
@@ -86,6 +89,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Verify { paths } => verify(&ws, paths),
         Command::Check { ctk } => check(&ws, &ctk),
         Command::Test => ci::run(&ws.root),
+        Command::Bench(args) => bench::run(&ws, args),
     }
 }
 

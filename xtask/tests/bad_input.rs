@@ -266,7 +266,7 @@ fn verify_catches_a_tampered_copy() {
     .unwrap();
     let e = fails(&["verify", out.path().to_str().unwrap()], &[]);
     assert!(e.contains("failed verification"), "{e}");
-    let report = hostcb_seal::verify_paths(&[copy.clone()]).unwrap();
+    let report = hostcb_seal::verify_paths(std::slice::from_ref(&copy)).unwrap();
     assert_eq!(report.failures.len(), 1);
     assert!(
         report.failures[0]
