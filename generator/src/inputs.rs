@@ -435,10 +435,19 @@ pub fn pinned_headers(ctk: Ctk, cache: &Path) -> Result<Headers, InputError> {
 /// The libclang for bindgen: `LIBCLANG_PATH` when set (with a warning, see [`local_libclang`]),
 /// else the pinned wheel fetched (or reused) under `cache`.
 pub fn libclang(cache: &Path) -> Result<Libclang, InputError> {
-    match std::env::var_os("LIBCLANG_PATH").filter(|v| !v.is_empty()) {
-        Some(path) => local_libclang(Path::new(&path)),
+    match user_libclang_path() {
+        Some(path) => local_libclang(Path::new(path)),
         None => Fetcher::committed()?.libclang(cache),
     }
+}
+
+/// The user's `LIBCLANG_PATH`, as it was the first time the generator looked. The generator
+/// itself sets `LIBCLANG_PATH` to the pinned libclang before running bindgen (clang-sys reads it
+/// there), so a later look at the live variable would mistake the pinned folder for an override.
+pub fn user_libclang_path() -> Option<&'static std::ffi::OsStr> {
+    static USER: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    USER.get_or_init(|| std::env::var_os("LIBCLANG_PATH").filter(|v| !v.is_empty()))
+        .as_deref()
 }
 
 #[cfg(test)]

@@ -137,6 +137,8 @@ pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, Gener
 fn use_libclang(dir: &Path) {
     static LOCK: Mutex<()> = Mutex::new(());
     let _guard = LOCK.lock();
+    // Remember the user's own value before replacing it.
+    let _ = crate::inputs::user_libclang_path();
     if std::env::var_os("LIBCLANG_PATH").as_deref() != Some(dir.as_os_str()) {
         // SAFETY: set before bindgen loads libclang; the generator's own threads do not read the
         // environment concurrently, and the lock serialises the generator's callers.

@@ -120,6 +120,28 @@ fn committed_output_is_not_stale() {
     assert!(stale.is_empty(), "{}", stale.join("\n"));
 }
 
+/// Several targets in one process (as `regen --ctk all` runs them): the generator points
+/// `LIBCLANG_PATH` at the pinned libclang for bindgen, and a later target must not mistake that
+/// for the user's override (which would write a machine-specific path into the provenance).
+#[test]
+fn later_targets_in_one_process_still_record_the_pinned_libclang() {
+    if hostcb_generator::inputs::user_libclang_path().is_some() {
+        eprintln!("SKIP: LIBCLANG_PATH is set by the user, so an override is expected");
+        return;
+    }
+    let ws = Workspace::this();
+    for ctk in [Ctk::V13_0, Ctk::V13_5] {
+        let generated = pipeline::generate(&ws, ctk, &Options::default()).expect("generate");
+        let provenance = &generated.files.last().expect("provenance").contents;
+        assert!(!provenance.contains("override"), "{ctk}: {provenance}");
+        assert!(
+            generated.warnings.is_empty(),
+            "{ctk}: {:?}",
+            generated.warnings
+        );
+    }
+}
+
 #[test]
 fn generation_is_deterministic_and_a_second_write_changes_nothing() {
     let ws = Workspace::this();
