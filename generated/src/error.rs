@@ -119,8 +119,8 @@ fn unavailable_reason(api: Api, needs: u32, found: Option<u32>, library: &str) -
             Version(needs)
         ),
         Api::Runtime { major } => format!(
-            "install a CUDA {major} runtime of version {} or newer, or set CUDA_HOSTCB_LIBCUDART \
-             to its path",
+            "install a CUDA {major} runtime of version {} or newer, or set \
+             CUDA_HOSTCB_LIBCUDART_{major} to its path",
             Version(needs)
         ),
     };
@@ -153,7 +153,7 @@ fn library_hint(library: &str) -> String {
             };
             format!(
                 "install a CUDA {major} runtime (the CUDA toolkit, or pip's {wheel}), or set \
-                 CUDA_HOSTCB_LIBCUDART to the library's path"
+                 CUDA_HOSTCB_LIBCUDART_{major} to the library's path"
             )
         }
         None => "install the NVIDIA driver, or set CUDA_HOSTCB_LIBCUDA to the path of its \
@@ -239,7 +239,7 @@ mod tests {
         assert!(
             text.ends_with(
                 "install a CUDA 12 runtime (the CUDA toolkit, or pip's nvidia-cuda-runtime-cu12), \
-                 or set CUDA_HOSTCB_LIBCUDART to the library's path"
+                 or set CUDA_HOSTCB_LIBCUDART_12 to the library's path"
             ),
             "{text}"
         );

@@ -19,8 +19,10 @@
 //! A file is accepted when it exports `cuGetProcAddress_v2` or `cuGetProcAddress` (CUDA 11.3).
 //!
 //! **Runtime of major version M** (`libcudart.so.M`, M = 12 or 13):
-//! 1. `$CUDA_HOSTCB_LIBCUDART`, the path of the file to load. When set (and not empty), it is the
-//!    only file tried, and its `cudaRuntimeGetVersion` must report major version M.
+//! 1. `$CUDA_HOSTCB_LIBCUDART_M` (e.g. `CUDA_HOSTCB_LIBCUDART_12`), else `$CUDA_HOSTCB_LIBCUDART`:
+//!    the path of the file to load. When set (and not empty), it is the only file tried, and its
+//!    `cudaRuntimeGetVersion` must report major version M. A program that uses a 12.x and a 13.x
+//!    target together sets the per-major variables.
 //! 2. `libcudart.so.M` through the system loader.
 //! 3. `$CUDA_HOME`, then `$CUDA_PATH`: `lib64/libcudart.so.M`, then `lib/libcudart.so.M`.
 //! 4. The runtime of pip's NVIDIA packages, `nvidia/cuda_runtime/lib/libcudart.so.12` (package
@@ -59,7 +61,8 @@ pub use stream::{DefaultStream, default_stream, set_default_stream};
 
 /// The environment variable naming the driver library to load.
 pub const LIBCUDA_ENV: &str = "CUDA_HOSTCB_LIBCUDA";
-/// The environment variable naming the runtime library to load.
+/// The environment variable naming the runtime library to load (for any major version;
+/// `CUDA_HOSTCB_LIBCUDART_<major>` names one major's and is tried first).
 pub const LIBCUDART_ENV: &str = "CUDA_HOSTCB_LIBCUDART";
 /// The environment variable that selects the per-thread default stream when set to `1`.
 pub const PER_THREAD_ENV: &str = "CUDA_HOSTCB_PER_THREAD_DEFAULT_STREAM";

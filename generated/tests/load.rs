@@ -53,9 +53,11 @@ static CU_LAUNCH_HOST_FUNC_V2: DriverFn =
 static CU_MADE_UP: DriverFn = DriverFn::new("cuNoSuchFunction", c"cuNoSuchFunction", 13000, false);
 
 /// Every variable the search reads.
-const SEARCH_VARS: [&str; 9] = [
+const SEARCH_VARS: [&str; 11] = [
     "CUDA_HOSTCB_LIBCUDA",
     "CUDA_HOSTCB_LIBCUDART",
+    "CUDA_HOSTCB_LIBCUDART_12",
+    "CUDA_HOSTCB_LIBCUDART_13",
     "CUDA_HOME",
     "CUDA_PATH",
     "VIRTUAL_ENV",
@@ -324,7 +326,21 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
         searched[0],
         format!("$CUDA_HOSTCB_LIBCUDART={}: no such file", missing.display())
     );
-    assert!(text.contains("set CUDA_HOSTCB_LIBCUDART"), "{text}");
+    assert!(text.contains("set CUDA_HOSTCB_LIBCUDART_13"), "{text}");
+
+    // The per-major variable wins over the generic one, for its major only.
+    set("CUDA_HOSTCB_LIBCUDART_13", &missing);
+    set("CUDA_HOSTCB_LIBCUDART", wheel_lib);
+    let (_, searched, _) = not_found(RT13_VERSION.get());
+    assert_eq!(
+        searched[0],
+        format!(
+            "$CUDA_HOSTCB_LIBCUDART_13={}: no such file",
+            missing.display()
+        )
+    );
+    unset("CUDA_HOSTCB_LIBCUDART_13");
+    set("CUDA_HOSTCB_LIBCUDART", &missing);
 
     // An explicit runtime of the wrong major version is refused.
     set("CUDA_HOSTCB_LIBCUDART", wheel_lib);

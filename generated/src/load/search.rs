@@ -74,6 +74,12 @@ fn intern(name: String) -> &'static str {
 /// The runtime's search for major version `major`, in the order the module documentation gives.
 pub(super) fn runtime_steps(major: u32) -> Vec<Step> {
     let name = runtime_file(major);
+    // The per-major variable first, so that a program using both a 12.x and a 13.x target can
+    // point each runtime at its own file.
+    let per_major = format!("{LIBCUDART_ENV}_{major}");
+    if let Some(path) = non_empty_var(&per_major) {
+        return vec![explicit(&per_major, path)];
+    }
     if let Some(path) = non_empty_var(LIBCUDART_ENV) {
         return vec![explicit(LIBCUDART_ENV, path)];
     }
