@@ -1,13 +1,16 @@
-//! The bodies of B1, B2 and B3, written once over [`HostApi`] and mirroring `hostcb_c.c` step for
-//! step: the same warm-ups, the same counts, a monotonic clock around the enqueue loop and the
-//! final synchronise, and a callback that increments a global counter.
+//! The bodies of B1, B2 and B3, written once over [`Binding`] (the regression tests' trait, one
+//! implementation per target and API) and mirroring `hostcb_c.c` step for step: the same
+//! warm-ups, the same counts, a monotonic clock around the enqueue loop and the final
+//! synchronise, and a callback that increments a global counter.
 
 use std::ffi::c_void;
+use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use crate::api::{HostApi, HostFn};
+use hostcb_tests::binding::{Binding, HostFn, RawExec, RawGraph, RawNode, RawStream};
+
 use crate::report::{Outcome, Row, Summary};
 use crate::{BenchError, CHAIN, Figure, Sizes, check_count};
 
@@ -43,7 +46,7 @@ extern "C" fn count_call(_: *mut c_void) {
 }
 
 /// The counting host function, as both APIs take it.
-pub const COUNT: HostFn = Some(count_call);
+pub const COUNT: HostFn = count_call;
 
 fn reset_calls() {
     CALLS.store(0, Relaxed);
@@ -72,29 +75,29 @@ pub fn repeat(
 }
 
 /// A stream, synchronised and destroyed on drop.
-struct Stream<A: HostApi>(A::Stream);
+struct Stream<A: Binding>(RawStream, PhantomData<A>);
 
-impl<A: HostApi> Stream<A> {
+impl<A: Binding> Stream<A> {
     fn new() -> Result<Self, BenchError> {
-        // SAFETY: the caller bound a device on this thread (`run_row`).
-        Ok(Stream(unsafe { A::stream_create()? }))
+        // The device was entered on this thread (`measure`).
+        Ok(Stream(A::stream_create()?, PhantomData))
     }
 }
 
-impl<A: HostApi> Drop for Stream<A> {
+impl<A: Binding> Drop for Stream<A> {
     fn drop(&mut self) {
         // SAFETY: the stream is live; pending host functions finish before it goes.
         unsafe {
-            let _ = A::stream_sync(self.0);
+            let _ = A::stream_synchronize(self.0);
             let _ = A::stream_destroy(self.0);
         }
     }
 }
 
 /// A graph, destroyed on drop.
-struct Graph<A: HostApi>(A::Graph);
+struct Graph<A: Binding>(RawGraph, PhantomData<A>);
 
-impl<A: HostApi> Drop for Graph<A> {
+impl<A: Binding> Drop for Graph<A> {
     fn drop(&mut self) {
         // SAFETY: the graph is live and owned here.
         let _ = unsafe { A::graph_destroy(self.0) };
@@ -102,9 +105,9 @@ impl<A: HostApi> Drop for Graph<A> {
 }
 
 /// An executable graph, destroyed on drop (CUDA frees one still in flight when it completes).
-struct Exec<A: HostApi>(A::Exec);
+struct Exec<A: Binding>(RawExec, PhantomData<A>);
 
-impl<A: HostApi> Drop for Exec<A> {
+impl<A: Binding> Drop for Exec<A> {
     fn drop(&mut self) {
         // SAFETY: the executable graph is live and owned here.
         let _ = unsafe { A::exec_destroy(self.0) };
@@ -133,36 +136,36 @@ pub fn timed<E: Into<BenchError>>(
 }
 
 /// B1 once: `n` host functions on `s`, microseconds per callback.
-pub fn b1_once<A: HostApi>(s: A::Stream, sizes: &Sizes) -> Result<f64, BenchError> {
+pub fn b1_once<A: Binding>(s: RawStream, sizes: &Sizes) -> Result<f64, BenchError> {
     let n = sizes.expected_calls(Figure::B1);
     // SAFETY: `COUNT` is a plain function and the user data is null: valid for ever.
-    let launch = || unsafe { A::launch_host(s, COUNT, ptr::null_mut()) };
+    let launch = || unsafe { A::launch_host_func(s, COUNT, ptr::null_mut()) };
     // SAFETY: `s` is live for the whole figure.
-    let sync = || unsafe { A::stream_sync(s) };
+    let sync = || unsafe { A::stream_synchronize(s) };
     let (elapsed, got) = timed(B1_WARMUP, n, launch, sync)?;
     check_count(Figure::B1, n, got)?;
     Ok(per_unit_us(elapsed, n))
 }
 
 /// B2 once: `exec` (one host node) launched M times on `s`, microseconds per launch.
-fn b2_once<A: HostApi>(s: A::Stream, exec: A::Exec, sizes: &Sizes) -> Result<f64, BenchError> {
+fn b2_once<A: Binding>(s: RawStream, exec: RawExec, sizes: &Sizes) -> Result<f64, BenchError> {
     let m = sizes.b2_launches();
     // SAFETY: `exec` and `s` are live for the whole figure.
     let launch = || unsafe { A::graph_launch(exec, s) };
     // SAFETY: as above.
-    let sync = || unsafe { A::stream_sync(s) };
+    let sync = || unsafe { A::stream_synchronize(s) };
     let (elapsed, got) = timed(B2_WARMUP, m, launch, sync)?;
     check_count(Figure::B2, sizes.expected_calls(Figure::B2), got)?;
     Ok(per_unit_us(elapsed, m))
 }
 
 /// B3 once: `exec` (64 chained host nodes) launched M/64 + 1 times, microseconds per node.
-fn b3_once<A: HostApi>(s: A::Stream, exec: A::Exec, sizes: &Sizes) -> Result<f64, BenchError> {
+fn b3_once<A: Binding>(s: RawStream, exec: RawExec, sizes: &Sizes) -> Result<f64, BenchError> {
     let launches = sizes.b3_launches();
     // SAFETY: as in `b2_once`.
     let launch = || unsafe { A::graph_launch(exec, s) };
     // SAFETY: as above.
-    let sync = || unsafe { A::stream_sync(s) };
+    let sync = || unsafe { A::stream_synchronize(s) };
     let (elapsed, got) = timed(B3_WARMUP, launches, launch, sync)?;
     let nodes = sizes.expected_calls(Figure::B3);
     check_count(Figure::B3, nodes, got)?;
@@ -170,61 +173,70 @@ fn b3_once<A: HostApi>(s: A::Stream, exec: A::Exec, sizes: &Sizes) -> Result<f64
 }
 
 /// Captures one host function on `s` into a graph and instantiates it.
-fn captured_one_node<A: HostApi>(s: A::Stream) -> Result<(Graph<A>, Exec<A>), BenchError> {
+///
+/// The capture is thread-local (the C reference's is global): the benchmark makes its CUDA
+/// calls from one thread, so the mode changes nothing here, and the capture is not timed.
+fn captured_one_node<A: Binding>(s: RawStream) -> Result<(Graph<A>, Exec<A>), BenchError> {
     // SAFETY: `s` is live and not capturing; the capture is always ended, even when the launch
     // inside it failed, so the stream is usable afterwards.
     let graph = unsafe {
-        A::capture_begin(s)?;
-        let launched = A::launch_host(s, COUNT, ptr::null_mut());
-        let graph = A::capture_end(s);
+        A::begin_capture(s)?;
+        let launched = A::launch_host_func(s, COUNT, ptr::null_mut());
+        let graph = A::end_capture(s);
         launched?;
-        Graph::<A>(graph?)
+        Graph::<A>(graph?, PhantomData)
     };
     // SAFETY: the graph is live.
-    let exec = Exec::<A>(unsafe { A::instantiate(graph.0)? });
+    let exec = Exec::<A>(unsafe { A::instantiate(graph.0)? }, PhantomData);
     Ok((graph, exec))
 }
 
 /// Builds a graph of [`CHAIN`] host nodes, each after the previous one, and instantiates it.
-fn chain<A: HostApi>() -> Result<(Graph<A>, Exec<A>), BenchError> {
-    // SAFETY: a device is bound; every node is added to the live graph after a node of it.
+fn chain<A: Binding>() -> Result<(Graph<A>, Exec<A>), BenchError> {
+    let graph = Graph::<A>(A::graph_create()?, PhantomData);
+    // SAFETY: every node is added to the live graph after a node of it; `COUNT` with null user
+    // data is valid for ever.
     unsafe {
-        let graph = Graph::<A>(A::graph_create()?);
-        let mut prev = None;
+        let mut prev: Option<RawNode> = None;
         for _ in 0..CHAIN {
-            prev = Some(A::add_host_node(graph.0, prev, COUNT, ptr::null_mut())?);
+            let node = A::add_host_node_after(graph.0, prev.as_slice(), COUNT, ptr::null_mut())?;
+            prev = Some(node);
         }
-        let exec = Exec::<A>(A::instantiate(graph.0)?);
+        let exec = Exec::<A>(A::instantiate(graph.0)?, PhantomData);
         Ok((graph, exec))
     }
 }
 
-fn b2<A: HostApi>(s: A::Stream, sizes: &Sizes) -> Outcome {
+fn b2<A: Binding>(s: RawStream, sizes: &Sizes) -> Outcome {
     let (_graph, exec) = captured_one_node::<A>(s)?;
     repeat(sizes.reps, || b2_once::<A>(s, exec.0, sizes))
 }
 
-fn b3<A: HostApi>(s: A::Stream, sizes: &Sizes) -> Outcome {
+fn b3<A: Binding>(s: RawStream, sizes: &Sizes) -> Outcome {
     let (_graph, exec) = chain::<A>()?;
     repeat(sizes.reps, || b3_once::<A>(s, exec.0, sizes))
 }
 
 /// Measures B1, B2 and B3 through `A` on device `ordinal`, each the median of `sizes.reps`
 /// repetitions after a warm-up one. A figure that fails leaves the others to run.
-pub fn run_row<A: HostApi>(ordinal: i32, sizes: &Sizes) -> Row {
+pub fn run_row<A: Binding>(ordinal: i32, sizes: &Sizes) -> Row {
     let figures = match measure::<A>(ordinal, sizes) {
         Ok(figures) => figures,
         Err(e) => Figure::ALL.iter().map(|f| (*f, Err(e.clone()))).collect(),
     };
     Row {
         target: A::TARGET.to_owned(),
-        api: A::API.to_owned(),
+        api: A::API.module().to_owned(),
         figures,
     }
 }
 
-fn measure<A: HostApi>(ordinal: i32, sizes: &Sizes) -> Result<Vec<(Figure, Outcome)>, BenchError> {
-    A::bind(ordinal)?;
+/// Enters the device (driver: `cuInit`, its primary context retained and made current;
+/// runtime: `cudaSetDevice`), measures, and leaves it again (driver: the context released).
+fn measure<A: Binding>(ordinal: i32, sizes: &Sizes) -> Result<Vec<(Figure, Outcome)>, BenchError> {
+    // The probe accepted `ordinal`, so it is not negative; were it, CUDA would reject it.
+    let device = usize::try_from(ordinal).unwrap_or(usize::MAX);
+    let ctx = A::enter(device)?;
     let figures = {
         let stream = Stream::<A>::new()?;
         let s = stream.0;
@@ -234,11 +246,12 @@ fn measure<A: HostApi>(ordinal: i32, sizes: &Sizes) -> Result<Vec<(Figure, Outco
             (Figure::B3, b3::<A>(s, sizes)),
         ]
     };
-    if let Err(e) = A::unbind(ordinal) {
+    // SAFETY: `ctx` comes from `enter(device)`, and everything made in it is gone.
+    if let Err(e) = unsafe { A::leave(ctx, device) } {
         eprintln!(
             "warning: {} {}: releasing the device failed: {e}",
             A::TARGET,
-            A::API
+            A::API.module()
         );
     }
     Ok(figures)
@@ -252,7 +265,7 @@ mod tests {
     fn the_callback_counts() {
         reset_calls();
         // SAFETY: the callback ignores its argument.
-        unsafe { COUNT.unwrap()(ptr::null_mut()) };
+        unsafe { COUNT(ptr::null_mut()) };
         count_call(ptr::null_mut());
         assert_eq!(calls(), 2);
     }

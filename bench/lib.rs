@@ -8,7 +8,6 @@
 //! A run whose callback count is wrong is an error ([`BenchError::WrongCount`]), never a figure.
 //! The executable is `benches/hostcb.rs`; [`gpu`] decides whether it runs, skips or fails.
 
-pub mod api;
 pub mod figures;
 pub mod gpu;
 pub mod report;

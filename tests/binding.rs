@@ -22,7 +22,7 @@ pub enum Api {
 
 impl Api {
     /// The module name, as in trial names: `driver` or `runtime`.
-    pub fn module(self) -> &'static str {
+    pub const fn module(self) -> &'static str {
         match self {
             Api::Driver => "driver",
             Api::Runtime { .. } => "runtime",
@@ -165,12 +165,27 @@ pub trait Binding: 'static {
     /// [`Binding::launch_host_func`]).
     unsafe fn graph_launch(exec: RawExec, stream: RawStream) -> Result<(), Error>;
 
-    /// Adds a host node with no dependencies.
+    /// Adds a host node with no dependencies: [`Binding::add_host_node_after`] with none.
     ///
     /// # Safety
     /// `graph` must be live; `f(data)` as for [`Binding::launch_host_func`].
+    #[inline(always)]
     unsafe fn add_host_node(
         graph: RawGraph,
+        f: HostFn,
+        data: *mut c_void,
+    ) -> Result<RawNode, Error> {
+        // SAFETY: forwarded from the caller; no dependencies.
+        unsafe { Self::add_host_node_after(graph, &[], f, data) }
+    }
+    /// Adds a host node that runs after every node in `deps` (none: a root node).
+    ///
+    /// # Safety
+    /// `graph` must be live and every node of `deps` a node of it; `f(data)` as for
+    /// [`Binding::launch_host_func`].
+    unsafe fn add_host_node_after(
+        graph: RawGraph,
+        deps: &[RawNode],
         f: HostFn,
         data: *mut c_void,
     ) -> Result<RawNode, Error>;

@@ -108,6 +108,7 @@ macro_rules! driver_binding {
                 }
             }
 
+            #[inline(always)]
             fn stream_create() -> Result<RawStream, Error> {
                 let mut s = ptr::null_mut();
                 let flags = cu::CUstream_flags::CU_STREAM_NON_BLOCKING.0;
@@ -116,22 +117,26 @@ macro_rules! driver_binding {
                 Ok(RawStream(s.cast()))
             }
 
+            #[inline(always)]
             unsafe fn stream_destroy(stream: RawStream) -> Result<(), Error> {
                 // SAFETY: the caller's handle.
                 unsafe { cu::cuStreamDestroy(stream.0.cast()) }
             }
 
+            #[inline(always)]
             unsafe fn stream_synchronize(stream: RawStream) -> Result<(), Error> {
                 // SAFETY: the caller's handle.
                 unsafe { cu::cuStreamSynchronize(stream.0.cast()) }
             }
 
+            #[inline(always)]
             unsafe fn begin_capture(stream: RawStream) -> Result<(), Error> {
                 let mode = cu::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
                 // SAFETY: the caller's handle.
                 unsafe { cu::cuStreamBeginCapture(stream.0.cast(), mode) }
             }
 
+            #[inline(always)]
             unsafe fn end_capture(stream: RawStream) -> Result<RawGraph, Error> {
                 let mut g = ptr::null_mut();
                 // SAFETY: the caller's handle; `g` is valid for writes.
@@ -139,6 +144,7 @@ macro_rules! driver_binding {
                 Ok(RawGraph(g.cast()))
             }
 
+            #[inline(always)]
             unsafe fn launch_host_func(
                 stream: RawStream,
                 f: HostFn,
@@ -156,6 +162,7 @@ macro_rules! driver_binding {
                 unsafe { cu::cuStreamAddCallback(stream.0.cast(), Some(driver_callback), data, 0) }
             }
 
+            #[inline(always)]
             fn graph_create() -> Result<RawGraph, Error> {
                 let mut g = ptr::null_mut();
                 // SAFETY: `g` is valid for writes.
@@ -163,11 +170,13 @@ macro_rules! driver_binding {
                 Ok(RawGraph(g.cast()))
             }
 
+            #[inline(always)]
             unsafe fn graph_destroy(graph: RawGraph) -> Result<(), Error> {
                 // SAFETY: the caller's handle.
                 unsafe { cu::cuGraphDestroy(graph.0.cast()) }
             }
 
+            #[inline(always)]
             unsafe fn instantiate(graph: RawGraph) -> Result<RawExec, Error> {
                 let mut e = ptr::null_mut();
                 // SAFETY: the caller's handle; `e` is valid for writes.
@@ -175,18 +184,22 @@ macro_rules! driver_binding {
                 Ok(RawExec(e.cast()))
             }
 
+            #[inline(always)]
             unsafe fn exec_destroy(exec: RawExec) -> Result<(), Error> {
                 // SAFETY: the caller's handle.
                 unsafe { cu::cuGraphExecDestroy(exec.0.cast()) }
             }
 
+            #[inline(always)]
             unsafe fn graph_launch(exec: RawExec, stream: RawStream) -> Result<(), Error> {
                 // SAFETY: the caller's handles.
                 unsafe { cu::cuGraphLaunch(exec.0.cast(), stream.0.cast()) }
             }
 
-            unsafe fn add_host_node(
+            #[inline(always)]
+            unsafe fn add_host_node_after(
                 graph: RawGraph,
+                deps: &[RawNode],
                 f: HostFn,
                 data: *mut c_void,
             ) -> Result<RawNode, Error> {
@@ -194,9 +207,17 @@ macro_rules! driver_binding {
                     fn_: Some(f),
                     userData: data,
                 };
+                // `RawNode` is a transparent `CUgraphNode`; none is passed as null.
+                let dep_ptr: *const cu::CUgraphNode = if deps.is_empty() {
+                    ptr::null()
+                } else {
+                    deps.as_ptr().cast()
+                };
                 let mut n = ptr::null_mut();
-                // SAFETY: the caller's handle; `params` outlives the call.
-                unsafe { cu::cuGraphAddHostNode(&mut n, graph.0.cast(), ptr::null(), 0, &params) }?;
+                // SAFETY: the caller's handles; `params` and `deps` outlive the call.
+                unsafe {
+                    cu::cuGraphAddHostNode(&mut n, graph.0.cast(), dep_ptr, deps.len(), &params)
+                }?;
                 Ok(RawNode(n.cast()))
             }
 
@@ -407,6 +428,7 @@ macro_rules! runtime_binding {
                 Ok(())
             }
 
+            #[inline(always)]
             fn stream_create() -> Result<RawStream, Error> {
                 let mut s = ptr::null_mut();
                 // SAFETY: `s` is valid for writes.
@@ -414,22 +436,26 @@ macro_rules! runtime_binding {
                 Ok(RawStream(s.cast()))
             }
 
+            #[inline(always)]
             unsafe fn stream_destroy(stream: RawStream) -> Result<(), Error> {
                 // SAFETY: the caller's handle.
                 unsafe { rt::cudaStreamDestroy(stream.0.cast()) }
             }
 
+            #[inline(always)]
             unsafe fn stream_synchronize(stream: RawStream) -> Result<(), Error> {
                 // SAFETY: the caller's handle.
                 unsafe { rt::cudaStreamSynchronize(stream.0.cast()) }
             }
 
+            #[inline(always)]
             unsafe fn begin_capture(stream: RawStream) -> Result<(), Error> {
                 let mode = rt::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal;
                 // SAFETY: the caller's handle.
                 unsafe { rt::cudaStreamBeginCapture(stream.0.cast(), mode) }
             }
 
+            #[inline(always)]
             unsafe fn end_capture(stream: RawStream) -> Result<RawGraph, Error> {
                 let mut g = ptr::null_mut();
                 // SAFETY: the caller's handle; `g` is valid for writes.
@@ -437,6 +463,7 @@ macro_rules! runtime_binding {
                 Ok(RawGraph(g.cast()))
             }
 
+            #[inline(always)]
             unsafe fn launch_host_func(
                 stream: RawStream,
                 f: HostFn,
@@ -456,6 +483,7 @@ macro_rules! runtime_binding {
                 }
             }
 
+            #[inline(always)]
             fn graph_create() -> Result<RawGraph, Error> {
                 let mut g = ptr::null_mut();
                 // SAFETY: `g` is valid for writes.
@@ -463,11 +491,13 @@ macro_rules! runtime_binding {
                 Ok(RawGraph(g.cast()))
             }
 
+            #[inline(always)]
             unsafe fn graph_destroy(graph: RawGraph) -> Result<(), Error> {
                 // SAFETY: the caller's handle.
                 unsafe { rt::cudaGraphDestroy(graph.0.cast()) }
             }
 
+            #[inline(always)]
             unsafe fn instantiate(graph: RawGraph) -> Result<RawExec, Error> {
                 let mut e = ptr::null_mut();
                 // SAFETY: the caller's handle; `e` is valid for writes.
@@ -475,18 +505,22 @@ macro_rules! runtime_binding {
                 Ok(RawExec(e.cast()))
             }
 
+            #[inline(always)]
             unsafe fn exec_destroy(exec: RawExec) -> Result<(), Error> {
                 // SAFETY: the caller's handle.
                 unsafe { rt::cudaGraphExecDestroy(exec.0.cast()) }
             }
 
+            #[inline(always)]
             unsafe fn graph_launch(exec: RawExec, stream: RawStream) -> Result<(), Error> {
                 // SAFETY: the caller's handles.
                 unsafe { rt::cudaGraphLaunch(exec.0.cast(), stream.0.cast()) }
             }
 
-            unsafe fn add_host_node(
+            #[inline(always)]
+            unsafe fn add_host_node_after(
                 graph: RawGraph,
+                deps: &[RawNode],
                 f: HostFn,
                 data: *mut c_void,
             ) -> Result<RawNode, Error> {
@@ -494,10 +528,16 @@ macro_rules! runtime_binding {
                     fn_: Some(f),
                     userData: data,
                 };
+                // `RawNode` is a transparent `cudaGraphNode_t`; none is passed as null.
+                let dep_ptr: *const rt::cudaGraphNode_t = if deps.is_empty() {
+                    ptr::null()
+                } else {
+                    deps.as_ptr().cast()
+                };
                 let mut n = ptr::null_mut();
-                // SAFETY: the caller's handle; `params` outlives the call.
+                // SAFETY: the caller's handles; `params` and `deps` outlive the call.
                 unsafe {
-                    rt::cudaGraphAddHostNode(&mut n, graph.0.cast(), ptr::null(), 0, &params)
+                    rt::cudaGraphAddHostNode(&mut n, graph.0.cast(), dep_ptr, deps.len(), &params)
                 }?;
                 Ok(RawNode(n.cast()))
             }

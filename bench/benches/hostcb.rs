@@ -4,13 +4,12 @@
 
 use std::process::ExitCode;
 
-use hostcb_bench::api::{
-    Driver12_9, Driver13_0, Driver13_5, HostApi, Runtime12_9, Runtime13_0, Runtime13_5,
-};
 use hostcb_bench::figures::run_row;
 use hostcb_bench::gpu::{self, Gate};
 use hostcb_bench::report::{self, Row};
 use hostcb_bench::{CHAIN, Sizes, safe};
+use hostcb_tests::binding::Binding;
+use hostcb_tests::bindings::{ctk_12_9, ctk_13_0, ctk_13_5};
 
 /// A row of the raw bindings: its labels and the monomorphised body that measures it.
 struct RawRow {
@@ -19,21 +18,21 @@ struct RawRow {
     run: fn(i32, &Sizes) -> Row,
 }
 
-const fn raw<A: HostApi>() -> RawRow {
+const fn raw<A: Binding>() -> RawRow {
     RawRow {
         target: A::TARGET,
-        api: A::API,
+        api: A::API.module(),
         run: run_row::<A>,
     }
 }
 
 const RAW_ROWS: [RawRow; 6] = [
-    raw::<Driver12_9>(),
-    raw::<Runtime12_9>(),
-    raw::<Driver13_0>(),
-    raw::<Runtime13_0>(),
-    raw::<Driver13_5>(),
-    raw::<Runtime13_5>(),
+    raw::<ctk_12_9::Driver>(),
+    raw::<ctk_12_9::Runtime>(),
+    raw::<ctk_13_0::Driver>(),
+    raw::<ctk_13_0::Runtime>(),
+    raw::<ctk_13_5::Driver>(),
+    raw::<ctk_13_5::Runtime>(),
 ];
 
 fn main() -> ExitCode {
