@@ -159,9 +159,7 @@ fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {
         paths
     };
     let report = hostcb_seal::verify_paths(&paths)?;
-    for failure in &report.failures {
-        eprintln!("{failure}");
-    }
+    // The report lists each failure on its own line, then a summary.
     eprintln!("{report} ({:.3} s)", started.elapsed().as_secs_f64());
     if !report.is_ok() {
         bail!(
