@@ -155,3 +155,47 @@ fn generation_is_deterministic_and_a_second_write_changes_nothing() {
     assert!(again.written.is_empty(), "{:?}", again.written);
     assert_eq!(again.unchanged.len(), first.files.len());
 }
+
+/// Every allow-listed function reaches the output of at least one target, under its C name or
+/// a versioned ABI name: a typo in an allow-list would otherwise just emit nothing.
+#[test]
+fn every_allow_listed_function_is_emitted_by_some_target() {
+    use hostcb_generator::allowlist::AllowList;
+    let ws = Workspace::this();
+    for api in ["driver", "runtime"] {
+        let list =
+            AllowList::load(&ws.root.join(format!("generator/allowlist/{api}.txt"))).unwrap();
+        let mut names = Vec::new();
+        for ctk in Ctk::ALL {
+            let (_, file) = committed(ctk, api);
+            for item in &file.items {
+                match item {
+                    syn::Item::Fn(f) => names.push(f.sig.ident.to_string()),
+                    syn::Item::Use(u) => {
+                        if let syn::UseTree::Path(p) = &u.tree
+                            && let syn::UseTree::Rename(r) = &*p.tree
+                        {
+                            names.push(r.rename.to_string());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let missing: Vec<&String> = list
+            .functions
+            .iter()
+            .filter(|f| {
+                !names.iter().any(|n| {
+                    n == *f
+                        || n.strip_prefix(f.as_str())
+                            .is_some_and(|r| r.starts_with("_v"))
+                })
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{api} allow-list names functions no target emits: {missing:?}"
+        );
+    }
+}
