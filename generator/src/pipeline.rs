@@ -20,14 +20,44 @@ pub struct Workspace {
     pub root: PathBuf,
 }
 
+/// No checkout of this workspace around the running command.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot find the workspace to act on: no folder above {searched} holds Cargo.toml and generator/allowlist/; run cargo xtask inside a checkout of cuda-hostcb"
+)]
+pub struct NoWorkspace {
+    /// Where the search started.
+    pub searched: String,
+}
+
 impl Workspace {
-    /// The workspace this generator was built in.
-    pub fn this() -> Self {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        Workspace { root }
+    /// The checkout the running command belongs to, found at run time.
+    ///
+    /// Looked up from `$CARGO_MANIFEST_DIR` as cargo sets it when it runs a program (`cargo
+    /// xtask`, `cargo test`), else from the current directory: the nearest folder above that holds
+    /// `Cargo.toml` and `generator/allowlist/`. Never the folder the generator was compiled in:
+    /// two checkouts that share one `CARGO_TARGET_DIR` can run the same binary, built in the
+    /// other checkout.
+    pub fn locate() -> Result<Self, NoWorkspace> {
+        let start = match std::env::var_os("CARGO_MANIFEST_DIR") {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => std::env::current_dir().unwrap_or_default(),
+        };
+        Self::above(&start).ok_or_else(|| NoWorkspace {
+            searched: start.display().to_string(),
+        })
+    }
+
+    /// The nearest folder at or above `start` that is a checkout of this workspace.
+    pub fn above(start: &Path) -> Option<Self> {
+        start
+            .ancestors()
+            .find(|dir| {
+                dir.join("Cargo.toml").is_file() && dir.join("generator/allowlist").is_dir()
+            })
+            .map(|root| Workspace {
+                root: root.to_path_buf(),
+            })
     }
 
     /// The generated crate (`generated/`).

@@ -11,7 +11,8 @@ use hostcb_generator::model::PerThread;
 use hostcb_generator::pipeline::{self, Options, Workspace};
 
 fn committed(ctk: Ctk, api: &str) -> (PathBuf, syn::File) {
-    let path = Workspace::this()
+    let path = Workspace::locate()
+        .expect("the workspace")
         .generated()
         .join(emit::target_dir(ctk))
         .join(format!("{api}.rs"));
@@ -55,7 +56,7 @@ fn every_committed_host_function_wrapper_forwards_its_arguments_unchanged() {
 
 #[test]
 fn the_13_5_model_gives_each_declaration_its_own_abi_version() {
-    let ws = Workspace::this();
+    let ws = Workspace::locate().expect("the workspace");
     let generated =
         pipeline::generate(&ws, Ctk::V13_5, &Options::default()).expect("generate 13.5");
     let find = |name: &str| {
@@ -105,7 +106,7 @@ fn the_13_5_model_gives_each_declaration_its_own_abi_version() {
 /// What `cargo xtask check` does: regenerate every target in memory and compare byte for byte.
 #[test]
 fn committed_output_is_not_stale() {
-    let ws = Workspace::this();
+    let ws = Workspace::locate().expect("the workspace");
     let mut stale = Vec::new();
     for ctk in Ctk::ALL {
         let generated = pipeline::generate(&ws, ctk, &Options::default()).expect("generate");
@@ -129,7 +130,7 @@ fn later_targets_in_one_process_still_record_the_pinned_libclang() {
         eprintln!("SKIP: LIBCLANG_PATH is set by the user, so an override is expected");
         return;
     }
-    let ws = Workspace::this();
+    let ws = Workspace::locate().expect("the workspace");
     for ctk in [Ctk::V13_0, Ctk::V13_5] {
         let generated = pipeline::generate(&ws, ctk, &Options::default()).expect("generate");
         let provenance = &generated.files.last().expect("provenance").contents;
@@ -144,7 +145,7 @@ fn later_targets_in_one_process_still_record_the_pinned_libclang() {
 
 #[test]
 fn generation_is_deterministic_and_a_second_write_changes_nothing() {
-    let ws = Workspace::this();
+    let ws = Workspace::locate().expect("the workspace");
     let first = pipeline::generate(&ws, Ctk::V12_9, &Options::default()).expect("generate");
     let second = pipeline::generate(&ws, Ctk::V12_9, &Options::default()).expect("generate");
     assert_eq!(first.files, second.files);
@@ -161,7 +162,7 @@ fn generation_is_deterministic_and_a_second_write_changes_nothing() {
 #[test]
 fn every_allow_listed_function_is_emitted_by_some_target() {
     use hostcb_generator::allowlist::AllowList;
-    let ws = Workspace::this();
+    let ws = Workspace::locate().expect("the workspace");
     for api in ["driver", "runtime"] {
         let list =
             AllowList::load(&ws.root.join(format!("generator/allowlist/{api}.txt"))).unwrap();

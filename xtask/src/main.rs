@@ -79,7 +79,7 @@ fn targets(ctk: &str) -> anyhow::Result<Vec<Ctk>> {
 }
 
 fn run(command: Command) -> anyhow::Result<()> {
-    let ws = Workspace::this();
+    let ws = Workspace::locate()?;
     match command {
         Command::Regen {
             ctk,
