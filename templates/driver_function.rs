@@ -1,23 +1,26 @@
-// Template of one driver API wrapper. The generator parses this file with syn and fills the
+// Template of one driver API function. The generator parses this file with syn and fills the
 // placeholders (identifiers and literals spelled `__LIKE_THIS__`) for each declared function:
 //   __DOC__          the header's doc comment (and notes the generator adds)
 //   __name__         the declared name, which is the ABI symbol (e.g. cuStreamBeginCapture_v2)
 //   __params__: __Params__   the parameter list;  __args__  the same names, forwarded in order
 //   __ParamTypes__   the parameter types of the function pointer;  __Ret__  the return type
 //   __base__         the name cuGetProcAddress takes;  __VERSION__  its ABI version
-//   __PER_THREAD__   whether a per-thread-default-stream variant exists
-// The body forwards every argument unchanged: no trampoline, no copies, no ownership taken.
+//   __PER_THREAD__   the per-thread-default-stream variant: `Some(PerThreadVariant { .. })` or `None`
+// The static is the function's entry point; it goes into the file's `entry` module (see
+// file.rs). The wrapper is one call: it forwards every argument to the entry point unchanged:
+// no trampoline, no copies, no ownership taken. Comments here do not reach the output (syn
+// drops them); the safety argument that the output carries is in file.rs's `entry` docs.
+
+#[doc = "__DOC__"]
+pub static __name__: DriverFn<unsafe extern "C" fn(__ParamTypes__) -> __Ret__> =
+    // SAFETY: the type is the C signature of the declaration this was generated from, which
+    // cudaTypedefs.h gives as the signature of `__base__` at ABI version `__VERSION__` (and of
+    // its per-thread variant).
+    unsafe { DriverFn::new(c"__name__", c"__base__", __VERSION__, __PER_THREAD__) };
 
 #[doc = "__DOC__"]
 #[inline]
 pub unsafe fn __name__(__params__: __Params__) -> Result<(), Error> {
-    static SYMBOL: DriverFn = DriverFn::new("__name__", c"__base__", __VERSION__, __PER_THREAD__);
-    let entry = SYMBOL.get()?;
-    // SAFETY: `entry` is the driver's entry point for `__base__` at ABI version `__VERSION__`,
-    // whose C signature is the declaration this wrapper was generated from.
-    let f = unsafe {
-        core::mem::transmute::<*const core::ffi::c_void, unsafe extern "C" fn(__ParamTypes__) -> __Ret__>(entry)
-    };
     // SAFETY: the caller upholds the C function's contract (see the documentation above).
-    driver_result("__name__", unsafe { f(__args__) }.0)
+    driver_result("__name__", unsafe { entry::__name__.get()?(__args__) }.0)
 }

@@ -1,6 +1,7 @@
 // Template of one generated file (driver or runtime API of one CTK target). The generator fills
-// __DOC__ (the module documentation) and appends the types and wrappers after these items; the
-// `use` of the loading functions is kept only for the API the file covers.
+// __DOC__ (the module documentation), fills the `entry` module with one static per function and
+// lists them in `ALL`, and appends the types and wrappers after these items; the `use` of the
+// loading functions is kept only for the API the file covers.
 
 #![doc = "__DOC__"]
 #![allow(
@@ -22,4 +23,16 @@
 )]
 
 use crate::error::Error;
-use crate::load::{DriverFn, RuntimeFn, driver_result, runtime_result};
+use crate::load::{driver_result, runtime_result};
+
+/// The entry points of this file's functions: one lazily resolved static per function, named
+/// like it, whose type is the C signature of the function's declaration. That type is what
+/// makes each wrapper's call through its entry point sound; [`ALL`] lists every entry point (to
+/// check what the installed CUDA provides, or which export each resolves to).
+pub mod entry {
+    use super::*;
+    use crate::load::{DriverFn, Entry, PerThreadVariant, RuntimeFn};
+
+    /// Every entry point of this file, in name order.
+    pub static ALL: &[&dyn Entry] = &[];
+}

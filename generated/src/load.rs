@@ -50,6 +50,7 @@ mod search;
 mod stream;
 
 use std::ffi::{CStr, c_void};
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
 
@@ -99,112 +100,186 @@ fn remember(cell: &Cached, outcome: Result<Addr, Error>) -> Result<*const c_void
     }
 }
 
-/// A driver function, resolved on first use through `cuGetProcAddress` and cached.
-///
-/// Meant for a `static`: `static F: DriverFn = DriverFn::new(...)`.
-#[derive(Debug)]
-pub struct DriverFn {
-    name: &'static str,
-    base: &'static CStr,
-    version: u32,
-    per_thread: bool,
-    cache: Cached,
+/// The per-thread-default-stream variant of a driver function: the ABI version
+/// `cuGetProcAddress` takes for it (from the header's `PFN_<base>_v<version>_ptsz`/`_ptds`
+/// typedef) and the library's export it resolves to (e.g. `cuMemcpyHtoD_v2_ptds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerThreadVariant {
+    /// The ABI version of the variant, e.g. `7000`.
+    pub version: u32,
+    /// The library's export of the variant, e.g. `c"cuStreamAddCallback_ptsz"`.
+    pub symbol: &'static CStr,
 }
 
-impl DriverFn {
+/// One generated function's entry point, whatever its C signature: what tests and tools use to
+/// list, resolve and compare every wrapper's entry point (each generated file has a list of them,
+/// `entry::ALL`).
+pub trait Entry: Sync {
+    /// The wrapper's name, which is the C declaration's name (e.g. `cuStreamBeginCapture_v2`).
+    fn name(&self) -> &'static str;
+    /// The API and library the function comes from.
+    fn api(&self) -> crate::error::Api;
+    /// The library's export this entry resolves to under `mode` (e.g. `cuStreamAddCallback` or
+    /// `cuStreamAddCallback_ptsz`).
+    fn export(&self, mode: DefaultStream) -> &'static CStr;
+    /// Resolves the entry point (once) under the process's default-stream mode.
+    fn address(&'static self) -> Result<*const c_void, Error>;
+}
+
+/// A driver function of C type `F`, resolved on first use through `cuGetProcAddress` and
+/// cached.
+///
+/// Meant for a `static` that a wrapper calls through:
+/// `static F: DriverFn<unsafe extern "C" fn(..) -> CUresult> = unsafe { DriverFn::new(...) }`.
+#[derive(Debug)]
+pub struct DriverFn<F> {
+    name: &'static str,
+    symbol: &'static CStr,
+    base: &'static CStr,
+    version: u32,
+    per_thread: Option<PerThreadVariant>,
+    cache: Cached,
+    signature: PhantomData<F>,
+}
+
+impl<F: Copy> DriverFn<F> {
     /// Describes a driver function.
     ///
-    /// `name`: the wrapper's name, for messages (e.g. `"cuLaunchHostFunc_v2"`); `base`: the name
-    /// `cuGetProcAddress` takes (`c"cuLaunchHostFunc"`); `version`: the ABI version from
-    /// `cudaTypedefs.h` (`13010`); `per_thread`: whether a `_ptsz`/`_ptds` variant exists.
-    pub const fn new(
-        name: &'static str,
+    /// `name`: the declaration's name, which is the library's legacy export (e.g.
+    /// `c"cuLaunchHostFunc_v2"`); `base`: the name `cuGetProcAddress` takes
+    /// (`c"cuLaunchHostFunc"`); `version`: the ABI version from `cudaTypedefs.h` (`13010`);
+    /// `per_thread`: the per-thread-default-stream variant, if the function has one.
+    ///
+    /// # Safety
+    ///
+    /// `F` must be an `unsafe extern "C" fn` type with the C signature of `base` at ABI
+    /// `version`, and of the per-thread variant at its version: [`DriverFn::get`] hands the
+    /// driver's address out as an `F`.
+    pub const unsafe fn new(
+        name: &'static CStr,
         base: &'static CStr,
         version: u32,
-        per_thread: bool,
+        per_thread: Option<PerThreadVariant>,
     ) -> Self {
         Self {
-            name,
+            name: match name.to_str() {
+                Ok(name) => name,
+                Err(_) => panic!("a C identifier is UTF-8"),
+            },
+            symbol: name,
             base,
             version,
             per_thread,
             cache: OnceLock::new(),
+            signature: PhantomData,
         }
     }
 
-    /// The wrapper's name, for messages.
-    pub const fn name(&self) -> &'static str {
-        self.name
-    }
-
-    /// Resolves the function (once) and returns its address, never NULL.
+    /// Resolves the function (once) and returns it, typed.
     #[inline]
-    pub fn get(&'static self) -> Result<*const c_void, Error> {
-        match cached(&self.cache) {
-            Some(outcome) => outcome,
-            None => self.resolve(),
-        }
+    pub fn get(&'static self) -> Result<F, Error> {
+        let address = match cached(&self.cache) {
+            Some(outcome) => outcome?,
+            None => self.resolve()?,
+        };
+        // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
+        Ok(unsafe { as_fn::<F>(address) })
     }
 
     #[cold]
     fn resolve(&'static self) -> Result<*const c_void, Error> {
         let driver = driver::Driver::get()?;
-        let mode = stream::lock();
-        let per_thread = self.per_thread && mode == DefaultStream::PerThread;
-        let outcome = driver.proc_address(self.name, self.base, self.version, per_thread);
+        let (version, per_thread) = match (stream::lock(), self.per_thread) {
+            (DefaultStream::PerThread, Some(variant)) => (variant.version, true),
+            _ => (self.version, false),
+        };
+        let outcome = driver.proc_address(self.name, self.base, version, per_thread);
         remember(&self.cache, outcome)
     }
 }
 
-/// A runtime function of one major version, resolved on first use by `dlsym` and cached.
+impl<F: Copy + Sync> Entry for DriverFn<F> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn api(&self) -> crate::error::Api {
+        crate::error::Api::Driver
+    }
+
+    fn export(&self, mode: DefaultStream) -> &'static CStr {
+        match (mode, self.per_thread) {
+            (DefaultStream::PerThread, Some(variant)) => variant.symbol,
+            _ => self.symbol,
+        }
+    }
+
+    fn address(&'static self) -> Result<*const c_void, Error> {
+        match cached(&self.cache) {
+            Some(outcome) => outcome,
+            None => self.resolve(),
+        }
+    }
+}
+
+/// A runtime function of one major version and C type `F`, resolved on first use by `dlsym`
+/// and cached.
 ///
-/// Meant for a `static`: `static F: RuntimeFn = RuntimeFn::new(...)`.
+/// Meant for a `static` that a wrapper calls through:
+/// `static F: RuntimeFn<unsafe extern "C" fn(..) -> cudaError_t> = unsafe { RuntimeFn::new(...) }`.
 #[derive(Debug)]
-pub struct RuntimeFn {
+pub struct RuntimeFn<F> {
     name: &'static str,
     major: u32,
     symbol: &'static CStr,
     per_thread_symbol: Option<&'static CStr>,
     needs: u32,
     cache: Cached,
+    signature: PhantomData<F>,
 }
 
-impl RuntimeFn {
+impl<F: Copy> RuntimeFn<F> {
     /// Describes a runtime function.
     ///
-    /// `name`: the wrapper's name, for messages; `major`: the runtime's major version (12 or 13);
-    /// `symbol`: the exported name; `per_thread_symbol`: the per-thread default-stream variant
-    /// (e.g. `c"cudaLaunchHostFunc_ptsz"`), if any; `needs`: the CUDA version the function first
-    /// appeared in (e.g. `13010`), for the message when the installed runtime lacks it.
-    pub const fn new(
-        name: &'static str,
-        major: u32,
+    /// `symbol`: the declaration's name, which is the runtime's legacy export; `major`: the
+    /// runtime's major version (12 or 13); `per_thread_symbol`: the per-thread default-stream
+    /// variant (e.g. `c"cudaLaunchHostFunc_ptsz"`), if any; `needs`: the CUDA version the
+    /// function first appeared in (e.g. `13010`), for the message when the installed runtime
+    /// lacks it.
+    ///
+    /// # Safety
+    ///
+    /// `F` must be an `unsafe extern "C" fn` type with the C signature of `symbol` (and of its
+    /// per-thread variant): [`RuntimeFn::get`] hands the export's address out as an `F`.
+    pub const unsafe fn new(
         symbol: &'static CStr,
+        major: u32,
         per_thread_symbol: Option<&'static CStr>,
         needs: u32,
     ) -> Self {
         Self {
-            name,
+            name: match symbol.to_str() {
+                Ok(name) => name,
+                Err(_) => panic!("a C identifier is UTF-8"),
+            },
             major,
             symbol,
             per_thread_symbol,
             needs,
             cache: OnceLock::new(),
+            signature: PhantomData,
         }
     }
 
-    /// The wrapper's name, for messages.
-    pub const fn name(&self) -> &'static str {
-        self.name
-    }
-
-    /// Resolves the function (once) and returns its address, never NULL.
+    /// Resolves the function (once) and returns it, typed.
     #[inline]
-    pub fn get(&'static self) -> Result<*const c_void, Error> {
-        match cached(&self.cache) {
-            Some(outcome) => outcome,
-            None => self.resolve(),
-        }
+    pub fn get(&'static self) -> Result<F, Error> {
+        let address = match cached(&self.cache) {
+            Some(outcome) => outcome?,
+            None => self.resolve()?,
+        };
+        // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
+        Ok(unsafe { as_fn::<F>(address) })
     }
 
     #[cold]
@@ -217,6 +292,47 @@ impl RuntimeFn {
         let outcome = rt.symbol(self.name, symbol, self.needs);
         remember(&self.cache, outcome)
     }
+}
+
+impl<F: Copy + Sync> Entry for RuntimeFn<F> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn api(&self) -> crate::error::Api {
+        crate::error::Api::Runtime { major: self.major }
+    }
+
+    fn export(&self, mode: DefaultStream) -> &'static CStr {
+        match (mode, self.per_thread_symbol) {
+            (DefaultStream::PerThread, Some(per_thread)) => per_thread,
+            _ => self.symbol,
+        }
+    }
+
+    fn address(&'static self) -> Result<*const c_void, Error> {
+        match cached(&self.cache) {
+            Some(outcome) => outcome,
+            None => self.resolve(),
+        }
+    }
+}
+
+/// A resolved address as the function-pointer type `F`.
+///
+/// # Safety
+///
+/// `F` must be a function-pointer type whose C signature is that of the function at `address`.
+#[inline]
+unsafe fn as_fn<F: Copy>(address: *const c_void) -> F {
+    const {
+        assert!(
+            std::mem::size_of::<F>() == std::mem::size_of::<*const c_void>(),
+            "an entry point's type must be a function pointer"
+        )
+    };
+    // SAFETY: the sizes match (checked above) and the caller promises `F` is the function's type.
+    unsafe { std::mem::transmute_copy::<*const c_void, F>(&address) }
 }
 
 /// The function `name` of `lib` as the pointer type `F`, or `None` if it is absent or NULL.

@@ -14,43 +14,57 @@ use std::sync::Barrier;
 
 use cuda_hostcb::error::{Api, Error};
 use cuda_hostcb::load::{
-    DefaultStream, DriverFn, RuntimeFn, default_stream, driver_result, driver_version,
-    runtime_result, runtime_version, set_default_stream,
+    DefaultStream, DriverFn, Entry, PerThreadVariant, RuntimeFn, default_stream, driver_result,
+    driver_version, runtime_result, runtime_version, set_default_stream,
 };
 
 const WHEEL: &str = "nvidia-cuda-runtime==13.0.96";
 /// Where the wheel is looked for before it is downloaded (for machines that cannot reach PyPI).
 const WHEELS_ENV: &str = "CUDA_HOSTCB_TEST_WHEELS";
 
-static RT13_VERSION: RuntimeFn = RuntimeFn::new(
-    "cudaRuntimeGetVersion",
-    13,
-    c"cudaRuntimeGetVersion",
-    None,
-    2000,
-);
-static RT13_MADE_UP: RuntimeFn =
-    RuntimeFn::new("cudaNoSuchFunction", 13, c"cudaNoSuchFunction", None, 13000);
-static RT13_LAUNCH_HOST_FUNC: RuntimeFn = RuntimeFn::new(
-    "cudaLaunchHostFunc",
-    13,
-    c"cudaLaunchHostFunc",
-    Some(c"cudaLaunchHostFunc_ptsz"),
-    10000,
-);
-static RT12_VERSION: RuntimeFn = RuntimeFn::new(
-    "cudaRuntimeGetVersion",
-    12,
-    c"cudaRuntimeGetVersion",
-    None,
-    2000,
-);
+/// Any C function type: these tests compare and count addresses, and call nothing through them.
+type AnyFn = unsafe extern "C" fn() -> u32;
 
-static CU_LAUNCH_HOST_FUNC: DriverFn =
-    DriverFn::new("cuLaunchHostFunc", c"cuLaunchHostFunc", 10000, true);
-static CU_LAUNCH_HOST_FUNC_V2: DriverFn =
-    DriverFn::new("cuLaunchHostFunc_v2", c"cuLaunchHostFunc", 13010, true);
-static CU_MADE_UP: DriverFn = DriverFn::new("cuNoSuchFunction", c"cuNoSuchFunction", 13000, false);
+// SAFETY (each static below): the type is only used through `Entry::address`, never called.
+static RT13_VERSION: RuntimeFn<AnyFn> =
+    unsafe { RuntimeFn::new(c"cudaRuntimeGetVersion", 13, None, 2000) };
+static RT13_MADE_UP: RuntimeFn<AnyFn> =
+    unsafe { RuntimeFn::new(c"cudaNoSuchFunction", 13, None, 13000) };
+static RT13_LAUNCH_HOST_FUNC: RuntimeFn<AnyFn> = unsafe {
+    RuntimeFn::new(
+        c"cudaLaunchHostFunc",
+        13,
+        Some(c"cudaLaunchHostFunc_ptsz"),
+        10000,
+    )
+};
+static RT12_VERSION: RuntimeFn<AnyFn> =
+    unsafe { RuntimeFn::new(c"cudaRuntimeGetVersion", 12, None, 2000) };
+
+static CU_LAUNCH_HOST_FUNC: DriverFn<AnyFn> = unsafe {
+    DriverFn::new(
+        c"cuLaunchHostFunc",
+        c"cuLaunchHostFunc",
+        10000,
+        Some(PerThreadVariant {
+            version: 10000,
+            symbol: c"cuLaunchHostFunc_ptsz",
+        }),
+    )
+};
+static CU_LAUNCH_HOST_FUNC_V2: DriverFn<AnyFn> = unsafe {
+    DriverFn::new(
+        c"cuLaunchHostFunc_v2",
+        c"cuLaunchHostFunc",
+        13010,
+        Some(PerThreadVariant {
+            version: 13010,
+            symbol: c"cuLaunchHostFunc_v2_ptsz",
+        }),
+    )
+};
+static CU_MADE_UP: DriverFn<AnyFn> =
+    unsafe { DriverFn::new(c"cuNoSuchFunction", c"cuNoSuchFunction", 13000, None) };
 
 /// Every variable the search reads.
 const SEARCH_VARS: [&str; 11] = [
@@ -197,7 +211,7 @@ fn driver(scratch: &Path, not_a_driver: Option<&Path>) {
     // An explicit path is the only file tried.
     let missing = scratch.join("missing/libcuda.so.1");
     set("CUDA_HOSTCB_LIBCUDA", &missing);
-    let (library, searched, text) = not_found(CU_LAUNCH_HOST_FUNC.get());
+    let (library, searched, text) = not_found(CU_LAUNCH_HOST_FUNC.address());
     assert_eq!(library, "libcuda.so.1");
     assert_eq!(
         searched,
@@ -230,7 +244,7 @@ fn driver(scratch: &Path, not_a_driver: Option<&Path>) {
     let cuda_home = scratch.join("cuda");
     set("CUDA_HOME", &cuda_home);
     if !system_has("libcuda.so.1") {
-        let (library, searched, text) = not_found(CU_LAUNCH_HOST_FUNC.get());
+        let (library, searched, text) = not_found(CU_LAUNCH_HOST_FUNC.address());
         println!("{text}");
         assert_eq!(library, "libcuda.so.1");
         assert_eq!(searched.len(), 4, "{searched:?}");
@@ -271,14 +285,14 @@ fn driver(scratch: &Path, not_a_driver: Option<&Path>) {
 
     let version = driver_version().unwrap();
     assert!(version >= 11030, "{version}");
-    let launch = CU_LAUNCH_HOST_FUNC.get().unwrap();
+    let launch = CU_LAUNCH_HOST_FUNC.address().unwrap();
     assert_eq!(
         launch,
         address_in(Path::new("libcuda.so.1"), "cuLaunchHostFunc_ptsz"),
         "the per-thread variant"
     );
-    assert_eq!(CU_LAUNCH_HOST_FUNC.get().unwrap(), launch);
-    match CU_MADE_UP.get() {
+    assert_eq!(CU_LAUNCH_HOST_FUNC.address().unwrap(), launch);
+    match CU_MADE_UP.address() {
         Err(Error::Unavailable {
             api: Api::Driver,
             function: "cuNoSuchFunction",
@@ -291,7 +305,7 @@ fn driver(scratch: &Path, not_a_driver: Option<&Path>) {
         }
         other => panic!("{other:?}"),
     }
-    match CU_LAUNCH_HOST_FUNC_V2.get() {
+    match CU_LAUNCH_HOST_FUNC_V2.address() {
         Ok(_) => assert!(version >= 13010, "{version}"),
         Err(e @ Error::Unavailable { .. }) => {
             assert!(version < 13010, "{version}: {e}");
@@ -320,7 +334,7 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
     // An explicit path is the only file tried.
     let missing = scratch.join("missing/libcudart.so.13");
     set("CUDA_HOSTCB_LIBCUDART", &missing);
-    let (library, searched, text) = not_found(RT13_VERSION.get());
+    let (library, searched, text) = not_found(RT13_VERSION.address());
     assert_eq!(library, "libcudart.so.13");
     assert_eq!(
         searched[0],
@@ -331,7 +345,7 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
     // The per-major variable wins over the generic one, for its major only.
     set("CUDA_HOSTCB_LIBCUDART_13", &missing);
     set("CUDA_HOSTCB_LIBCUDART", wheel_lib);
-    let (_, searched, _) = not_found(RT13_VERSION.get());
+    let (_, searched, _) = not_found(RT13_VERSION.address());
     assert_eq!(
         searched[0],
         format!(
@@ -344,7 +358,7 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
 
     // An explicit runtime of the wrong major version is refused.
     set("CUDA_HOSTCB_LIBCUDART", wheel_lib);
-    let (library, searched, _) = not_found(RT12_VERSION.get());
+    let (library, searched, _) = not_found(RT12_VERSION.address());
     assert_eq!(library, "libcudart.so.12");
     assert_eq!(
         searched[0],
@@ -367,7 +381,7 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
     let wheel = "nvidia/cu13/lib/libcudart.so.13";
     let system = system_has("libcudart.so.13");
     if !system {
-        let (_, searched, text) = not_found(RT13_VERSION.get());
+        let (_, searched, text) = not_found(RT13_VERSION.address());
         println!("{text}");
         assert!(
             searched[0].starts_with("libcudart.so.13 (system loader): dlopen failed: "),
@@ -417,9 +431,9 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
                 s.spawn(|| {
                     barrier.wait();
                     (
-                        RT13_VERSION.get().map(|p| p as usize),
-                        RT13_MADE_UP.get().map(|p| p as usize),
-                        RT13_LAUNCH_HOST_FUNC.get().map(|p| p as usize),
+                        RT13_VERSION.address().map(|p| p as usize),
+                        RT13_MADE_UP.address().map(|p| p as usize),
+                        RT13_LAUNCH_HOST_FUNC.address().map(|p| p as usize),
                     )
                 })
             })
@@ -524,7 +538,7 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
 
     // A loaded runtime stays loaded, whatever the environment says later.
     set("CUDA_HOSTCB_LIBCUDART", &missing);
-    assert_eq!(RT13_VERSION.get().unwrap(), version_fn);
+    assert_eq!(RT13_VERSION.address().unwrap(), version_fn);
     assert_eq!(runtime_version(13).unwrap(), version as u32);
     unset("CUDA_HOSTCB_LIBCUDART");
 }

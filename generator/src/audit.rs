@@ -1,13 +1,30 @@
-//! Audits of generated code. The one that matters most: every wrapper that takes a host function
-//! must hand the caller's function pointer and user data to CUDA unchanged (no trampoline, no
-//! copy, no reordering). It works on syntax trees, so it checks what was really emitted.
+//! The no-trampoline audit: every wrapper that takes a host function must hand the caller's
+//! function pointer and user data to CUDA unchanged (no trampoline, no copy, no reordering).
+//!
+//! It is a stage of the pipeline ([`crate::pipeline`] runs it on every file before anything is
+//! written or compared) and a test over the committed files. It works on syntax trees, so it
+//! checks what is really emitted, and it allows a shape rather than forbidding known tricks: the
+//! body of a host-function wrapper is one expression in which
+//! - the only calls are the one forward, `entry::<wrapper>.get()?(<every parameter, in order>)`,
+//!   and the result mapper (`driver_result` / `runtime_result`) around it;
+//! - nothing binds a name (no `let`, no shadowing, no closure, no `match` or `if let` arm), no
+//!   item or macro is declared, nothing is assigned;
+//! - each parameter appears exactly once, as a plain argument of the forward.
+//!
+//! Which wrappers are audited comes from the types themselves
+//! ([`crate::model::host_function_types`]): any parameter whose type is or holds a function
+//! pointer, the same rule the writer uses to attach the lifetime notes.
 
 use std::collections::HashMap;
 
 use quote::ToTokens;
 use syn::visit::{self, Visit};
 
-use crate::model::HOST_FUNCTION_TYPES;
+use crate::model::{carries, host_function_types};
+
+/// The functions a host-function wrapper may call besides its entry point: they map the status
+/// code to a `Result` and see no parameter.
+const RESULT_MAPPERS: &[&str] = &["driver_result", "runtime_result"];
 
 /// A wrapper that does more than forward its arguments.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,21 +41,13 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// Whether a parameter type carries a host function (directly or through a params struct).
-pub fn carries_host_function(ty: &syn::Type) -> bool {
-    let text = ty.to_token_stream().to_string();
-    text.split(|c: char| !c.is_alphanumeric() && c != '_')
-        .any(|w| HOST_FUNCTION_TYPES.contains(&w))
-}
-
-/// The wrappers in `file` that take a host function, by name.
+/// The wrappers in `file` that take a host function (directly or through a params struct).
 pub fn host_function_wrappers(file: &syn::File) -> Vec<&syn::ItemFn> {
+    let carriers = host_function_types(&file.items);
     file.items
         .iter()
         .filter_map(|i| match i {
-            syn::Item::Fn(f) if params(f).iter().any(|(_, ty)| carries_host_function(ty)) => {
-                Some(f)
-            }
+            syn::Item::Fn(f) if params(f).iter().any(|(_, ty)| carries(ty, &carriers)) => Some(f),
             _ => None,
         })
         .collect()
@@ -55,88 +64,190 @@ fn params(f: &syn::ItemFn) -> Vec<(String, &syn::Type)> {
         .collect()
 }
 
-/// Checks that every host-function wrapper in `file` forwards its parameters unchanged: exactly
-/// one call in its body takes all of them, as plain names, in declaration order, and no
-/// parameter is used anywhere else.
+/// Checks every host-function wrapper in `file` (see the module documentation for the rules).
 pub fn forwarding_violations(file: &syn::File) -> Vec<Violation> {
     let mut out = Vec::new();
     for f in host_function_wrappers(file) {
+        let function = f.sig.ident.to_string();
         let names: Vec<String> = params(f).into_iter().map(|(n, _)| n).collect();
-        let mut uses = Uses {
+        let mut body = Body {
+            wrapper: &function,
             names: &names,
             counts: HashMap::new(),
-            forwarding_calls: 0,
+            forwards: 0,
+            problems: Vec::new(),
         };
-        uses.visit_block(&f.block);
-        let function = f.sig.ident.to_string();
-        if uses.forwarding_calls != 1 {
-            out.push(Violation {
-                function: function.clone(),
-                problem: format!(
-                    "expected exactly one call forwarding ({}) in order, found {}",
-                    names.join(", "),
-                    uses.forwarding_calls
-                ),
-            });
-        }
-        for n in &names {
-            let count = uses.counts.get(n).copied().unwrap_or(0);
-            if count != 1 {
-                out.push(Violation {
-                    function: function.clone(),
-                    problem: format!(
-                        "parameter `{n}` is used {count} times; it must appear once, as an argument of the forwarding call"
-                    ),
-                });
+        match f.block.stmts.as_slice() {
+            [syn::Stmt::Expr(e, None)] => body.visit_expr(e),
+            stmts => {
+                body.problems.push(format!(
+                    "its body must be one forwarding expression, found {} statement(s)",
+                    stmts.len()
+                ));
+                body.visit_block(&f.block);
             }
         }
+        if body.forwards != 1 {
+            body.problems.push(format!(
+                "expected exactly one call forwarding ({}) in order, found {}",
+                names.join(", "),
+                body.forwards
+            ));
+        }
+        for n in &names {
+            let count = body.counts.get(n).copied().unwrap_or(0);
+            if count != 1 {
+                body.problems.push(format!(
+                    "parameter `{n}` is used {count} times; it must appear once, as an argument of the forwarding call"
+                ));
+            }
+        }
+        out.extend(body.problems.into_iter().map(|problem| Violation {
+            function: function.clone(),
+            problem,
+        }));
     }
     out
 }
 
-struct Uses<'a> {
+struct Body<'a> {
+    wrapper: &'a str,
     names: &'a [String],
     counts: HashMap<String, usize>,
-    forwarding_calls: usize,
+    forwards: usize,
+    problems: Vec<String>,
 }
 
-impl<'ast> Visit<'ast> for Uses<'_> {
+impl Body<'_> {
+    fn count(&mut self, id: &syn::Ident) {
+        let id = id.to_string();
+        if self.names.contains(&id) {
+            *self.counts.entry(id).or_default() += 1;
+        }
+    }
+
+    /// Whether `callee` is `entry::<wrapper>.get()?`, the wrapper's own entry point.
+    fn is_own_entry_point(&self, callee: &syn::Expr) -> bool {
+        let syn::Expr::Try(t) = callee else {
+            return false;
+        };
+        let syn::Expr::MethodCall(m) = &*t.expr else {
+            return false;
+        };
+        let syn::Expr::Path(p) = &*m.receiver else {
+            return false;
+        };
+        let path: Vec<String> = p
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        m.method == "get" && m.args.is_empty() && path == ["entry", self.wrapper]
+    }
+}
+
+fn spelled(e: &impl ToTokens) -> String {
+    e.to_token_stream().to_string()
+}
+
+impl<'ast> Visit<'ast> for Body<'_> {
     fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
         let args: Vec<String> = call
             .args
             .iter()
             .map(|a| match a {
-                syn::Expr::Path(p) if p.path.get_ident().is_some() => {
-                    p.path.to_token_stream().to_string()
-                }
+                syn::Expr::Path(p) if p.path.get_ident().is_some() => spelled(&p.path),
                 _ => String::new(),
             })
             .collect();
         if args == self.names {
-            self.forwarding_calls += 1;
+            self.forwards += 1;
+            if !self.is_own_entry_point(&call.func) {
+                self.problems.push(format!(
+                    "forwards to `{}`, not to its own entry point `entry::{}.get()?`",
+                    spelled(&call.func),
+                    self.wrapper
+                ));
+                self.visit_expr(&call.func);
+            }
+        } else {
+            let mapper = matches!(&*call.func, syn::Expr::Path(p)
+                if p.path.get_ident().is_some_and(|i| RESULT_MAPPERS.iter().any(|m| i == m)));
+            if !mapper {
+                self.problems.push(format!(
+                    "calls `{}`; a host-function wrapper may only call its entry point and {}",
+                    spelled(&call.func),
+                    RESULT_MAPPERS.join(" or ")
+                ));
+            }
+            self.visit_expr(&call.func);
         }
-        visit::visit_expr_call(self, call);
+        for a in &call.args {
+            self.visit_expr(a);
+        }
+    }
+
+    fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        self.problems.push(format!(
+            "calls the method `{}` outside the forward to its entry point",
+            m.method
+        ));
+        visit::visit_expr_method_call(self, m);
     }
 
     fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
         if let Some(id) = p.path.get_ident() {
-            let id = id.to_string();
-            if self.names.contains(&id) {
-                *self.counts.entry(id).or_default() += 1;
-            }
+            self.count(id);
         }
         visit::visit_expr_path(self, p);
     }
 
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        self.problems.push(format!(
+            "binds `{}` with `let`; a host-function wrapper binds nothing",
+            spelled(&l.pat)
+        ));
+        visit::visit_local(self, l);
+    }
+
+    fn visit_pat(&mut self, p: &'ast syn::Pat) {
+        self.problems.push(format!(
+            "binds the pattern `{}`; a host-function wrapper binds nothing",
+            spelled(p)
+        ));
+        visit::visit_pat(self, p);
+    }
+
+    fn visit_expr_closure(&mut self, c: &'ast syn::ExprClosure) {
+        self.problems
+            .push("defines a closure; a host-function wrapper only forwards".to_owned());
+        visit::visit_expr_closure(self, c);
+    }
+
+    fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
+        self.problems.push(format!(
+            "assigns to `{}`; a host-function wrapper only forwards",
+            spelled(&a.left)
+        ));
+        visit::visit_expr_assign(self, a);
+    }
+
+    fn visit_item(&mut self, i: &'ast syn::Item) {
+        self.problems
+            .push("declares an item in its body; a host-function wrapper only forwards".to_owned());
+        visit::visit_item(self, i);
+    }
+
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
-        // A parameter hidden in a macro's tokens is a use the tree walk cannot see: count it so
-        // that it shows up as a second use.
+        self.problems.push(format!(
+            "invokes the macro `{}!`, whose expansion the audit cannot see",
+            spelled(&m.path)
+        ));
+        // A parameter in a macro's tokens is a use the tree walk cannot see: count it.
         for t in m.tokens.clone() {
             if let proc_macro2::TokenTree::Ident(i) = t {
-                let id = i.to_string();
-                if self.names.contains(&id) {
-                    *self.counts.entry(id).or_default() += 1;
-                }
+                self.count(&i);
             }
         }
         visit::visit_macro(self, m);
@@ -147,16 +258,29 @@ impl<'ast> Visit<'ast> for Uses<'_> {
 mod tests {
     use super::*;
 
-    fn check(src: &str) -> Vec<Violation> {
-        forwarding_violations(&syn::parse_file(src).unwrap())
+    const TYPES: &str = "pub type CUstream = *mut CUstream_st;
+        pub type CUhostFn = ::core::option::Option<unsafe extern \"C\" fn(userData: *mut ::core::ffi::c_void)>;
+        pub type CUstreamCallback = ::core::option::Option<unsafe extern \"C\" fn(s: CUstream, st: u32, d: *mut ::core::ffi::c_void)>;
+        #[repr(C)] pub struct CUDA_HOST_NODE_PARAMS_v2_st { pub fn_: CUhostFn, pub userData: *mut ::core::ffi::c_void }
+        pub type CUDA_HOST_NODE_PARAMS_v2 = CUDA_HOST_NODE_PARAMS_v2_st;";
+
+    fn check(wrapper: &str) -> Vec<Violation> {
+        forwarding_violations(&syn::parse_file(&format!("{TYPES}\n{wrapper}")).unwrap())
+    }
+
+    fn assert_caught(wrapper: &str, problem: &str) {
+        let v = check(wrapper);
+        assert!(
+            v.iter().any(|v| v.problem.contains(problem)),
+            "expected a violation containing {problem:?}, got {v:?}"
+        );
     }
 
     #[test]
-    fn a_forwarding_wrapper_passes() {
+    fn the_templates_forwarding_wrapper_passes() {
         let v = check(
             r#"pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) -> Result<(), Error> {
-                let f = get()?;
-                driver_result("cuLaunchHostFunc", unsafe { f(hStream, fn_, userData) }.0)
+                driver_result("cuLaunchHostFunc", unsafe { entry::cuLaunchHostFunc.get()?(hStream, fn_, userData) }.0)
             }"#,
         );
         assert_eq!(v, []);
@@ -164,41 +288,95 @@ mod tests {
 
     #[test]
     fn a_trampoline_is_caught() {
-        let v = check(
+        assert_caught(
             r#"pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) -> Result<(), Error> {
                 let record = Box::into_raw(Box::new((fn_, userData)));
-                driver_result("cuLaunchHostFunc", unsafe { f(hStream, Some(trampoline), record.cast()) }.0)
+                driver_result("cuLaunchHostFunc", unsafe { entry::cuLaunchHostFunc.get()?(hStream, Some(trampoline), record.cast()) }.0)
             }"#,
+            "exactly one call",
         );
-        assert!(
-            v.iter().any(|v| v.problem.contains("exactly one call")),
-            "{v:?}"
+    }
+
+    #[test]
+    fn a_shadowing_binding_before_the_forward_is_caught() {
+        // The names are right and each is used once in the call, but `fn_` is not the caller's.
+        assert_caught(
+            r#"pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) -> Result<(), Error> {
+                let fn_: CUhostFn = Some(trampoline);
+                driver_result("cuLaunchHostFunc", unsafe { entry::cuLaunchHostFunc.get()?(hStream, fn_, userData) }.0)
+            }"#,
+            "binds `fn_ : CUhostFn` with `let`",
+        );
+    }
+
+    #[test]
+    fn shadowing_without_let_is_caught() {
+        for body in [
+            "match Some(trampoline) { fn_ => entry::cuLaunchHostFunc.get()?(hStream, fn_, userData) }",
+            "if let fn_ = Some(trampoline) { entry::cuLaunchHostFunc.get()?(hStream, fn_, userData) } else { 0 }",
+            "(|fn_: CUhostFn| entry::cuLaunchHostFunc.get()?(hStream, fn_, userData))(Some(trampoline))",
+        ] {
+            assert_caught(
+                &format!(
+                    "pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) {{ {body} }}"
+                ),
+                "binds",
+            );
+        }
+    }
+
+    #[test]
+    fn a_forward_to_anything_but_the_own_entry_point_is_caught() {
+        assert_caught(
+            "pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) { entry::cuStreamAddCallback.get()?(hStream, fn_, userData) }",
+            "not to its own entry point",
+        );
+        assert_caught(
+            "pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) { wrap(entry::cuLaunchHostFunc.get()?)(hStream, fn_, userData) }",
+            "not to its own entry point",
+        );
+    }
+
+    #[test]
+    fn other_calls_assignments_items_and_macros_are_caught() {
+        let wrapper = |body: &str| {
+            format!(
+                "pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) {{ {body}; entry::cuLaunchHostFunc.get()?(hStream, fn_, userData) }}"
+            )
+        };
+        assert_caught(&wrapper("register()"), "calls `register`");
+        assert_caught(&wrapper("GLOBAL.push(1)"), "calls the method `push`");
+        assert_caught(&wrapper("COUNT = 1"), "assigns to `COUNT`");
+        assert_caught(&wrapper("fn helper() {}"), "declares an item");
+        assert_caught(
+            &wrapper("println!(\"{:?}\", 1)"),
+            "invokes the macro `println!`",
         );
     }
 
     #[test]
     fn swapped_or_duplicated_arguments_are_caught() {
-        let swapped = check(
-            "pub unsafe fn cuStreamAddCallback(s: CUstream, cb: CUstreamCallback, d: *mut c_void, fl: u32) { f(s, cb, fl, d) }",
+        assert_caught(
+            "pub unsafe fn cuStreamAddCallback(s: CUstream, cb: CUstreamCallback, d: *mut c_void, fl: u32) { entry::cuStreamAddCallback.get()?(s, cb, fl, d) }",
+            "exactly one call",
         );
-        assert!(!swapped.is_empty());
-        let twice = check(
-            "pub unsafe fn cuStreamAddCallback(s: CUstream, cb: CUstreamCallback, d: *mut c_void, fl: u32) { keep(d); f(s, cb, d, fl) }",
+        assert_caught(
+            "pub unsafe fn cuLaunchHostFunc(s: CUstream, fn_: CUhostFn, d: *mut c_void) { println!(\"{:?}\", d); entry::cuLaunchHostFunc.get()?(s, fn_, d) }",
+            "`d` is used 2 times",
         );
-        assert!(
-            twice
-                .iter()
-                .any(|v| v.problem.contains("`d` is used 2 times")),
-            "{twice:?}"
-        );
-        let in_macro = check(
-            "pub unsafe fn cuLaunchHostFunc(s: CUstream, fn_: CUhostFn, d: *mut c_void) { println!(\"{:?}\", d); f(s, fn_, d) }",
-        );
-        assert!(!in_macro.is_empty());
     }
 
     #[test]
-    fn wrappers_without_host_functions_are_not_audited() {
-        assert_eq!(check("pub unsafe fn cuInit(flags: u32) { g() }"), []);
+    fn host_functions_inside_params_structs_are_found_from_the_definitions() {
+        let file = syn::parse_file(&format!(
+            "{TYPES}\npub unsafe fn cuGraphAddHostNode(n: *mut u8, p: *const CUDA_HOST_NODE_PARAMS_v2) {{ keep(p); entry::cuGraphAddHostNode.get()?(n, p) }}\npub unsafe fn cuInit(flags: u32) {{ g() }}"
+        ))
+        .unwrap();
+        let audited: Vec<String> = host_function_wrappers(&file)
+            .iter()
+            .map(|f| f.sig.ident.to_string())
+            .collect();
+        assert_eq!(audited, ["cuGraphAddHostNode"]);
+        assert!(!forwarding_violations(&file).is_empty());
     }
 }

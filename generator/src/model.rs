@@ -3,6 +3,8 @@
 //! parameters); types keep bindgen's definition for this target, because their layout is
 //! bindgen's to get right and the writer emits them unchanged.
 
+use std::collections::BTreeSet;
+
 use crate::Ctk;
 
 /// Which CUDA API a part of the model belongs to.
@@ -60,9 +62,8 @@ pub struct Function {
     /// declaration's signature. Runtime: the CUDA version the function first appeared in, as
     /// far as the headers tell (its driver counterpart's version, else the target's).
     pub version: u32,
-    /// The per-thread-default-stream variant: driver, whether one exists (`_ptsz`/`_ptds`);
-    /// runtime, the symbol to resolve instead (`cudaLaunchHostFunc_ptsz`).
-    pub per_thread: PerThread,
+    /// The per-thread-default-stream variant, if the function has one.
+    pub per_thread: Option<PerThreadVariant>,
     /// The parameters, in order.
     pub params: Vec<Param>,
     /// The return type (`CUresult` or `cudaError_t`).
@@ -71,15 +72,16 @@ pub struct Function {
     pub doc: Vec<String>,
 }
 
-/// How a function behaves under per-thread default stream semantics.
+/// A function's variant under per-thread default stream semantics (nvcc's
+/// `--default-stream per-thread`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PerThread {
-    /// No separate variant: the same entry point in both modes.
-    None,
-    /// A variant exists; the driver selects it through `cuGetProcAddress`'s flags.
-    Driver,
-    /// A variant exists under this runtime symbol.
-    Runtime(String),
+pub struct PerThreadVariant {
+    /// The library's export of the variant: `cuMemcpyHtoD_v2_ptds`, `cudaLaunchHostFunc_ptsz`.
+    pub symbol: String,
+    /// Driver: the ABI version of the variant, from its `PFN_<base>_v<version>_ptsz`/`_ptds`
+    /// typedef, which may be newer than the legacy one (`cuStreamAddCallback`: 5000 legacy,
+    /// 7000 per-thread). Runtime: the function's own version.
+    pub version: u32,
 }
 
 /// One parameter of a function.
@@ -92,31 +94,79 @@ pub struct Param {
 }
 
 impl Function {
-    /// Whether any parameter carries a host function (directly or through a params struct);
-    /// such wrappers document the lifetime rule and must forward their arguments unchanged.
-    pub fn takes_host_function(&self) -> bool {
-        self.params.iter().any(|p| {
-            let ty = quote::ToTokens::to_token_stream(&p.ty).to_string();
-            HOST_FUNCTION_TYPES.iter().any(|t| {
-                ty.split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .any(|w| w == *t)
-            })
-        })
+    /// Whether any parameter carries a host function, given the names of the types that do
+    /// ([`host_function_types`]); such wrappers document the lifetime rule and must forward
+    /// their arguments unchanged.
+    pub fn takes_host_function(&self, carriers: &BTreeSet<String>) -> bool {
+        self.params.iter().any(|p| carries(&p.ty, carriers))
     }
 }
 
-/// Types through which a caller's host function reaches CUDA.
-pub const HOST_FUNCTION_TYPES: &[&str] = &[
-    "CUhostFn",
-    "CUstreamCallback",
-    "CUDA_HOST_NODE_PARAMS",
-    "CUDA_HOST_NODE_PARAMS_v1",
-    "CUDA_HOST_NODE_PARAMS_v2",
-    "cudaHostFn_t",
-    "cudaStreamCallback_t",
-    "cudaHostNodeParams",
-    "cudaHostNodeParamsV2",
-];
+impl ApiModel {
+    /// The names of this API's types that carry a host function ([`host_function_types`]).
+    pub fn host_function_types(&self) -> BTreeSet<String> {
+        host_function_types(self.types.iter().flat_map(|t| &t.items))
+    }
+}
+
+/// The names of the types among `items` through which a caller's function pointer reaches CUDA:
+/// function-pointer aliases (`CUhostFn`, `cudaStreamCallback_t`), and every alias, struct or
+/// union that holds one of them, directly or through pointers, arrays and other such types
+/// (`CUDA_HOST_NODE_PARAMS_v2`, `cudaHostNodeParams`). Computed from the definitions, not from a
+/// list of names, so a new params struct of a new CTK is covered without anyone listing it.
+pub fn host_function_types<'a>(items: impl IntoIterator<Item = &'a syn::Item>) -> BTreeSet<String> {
+    // Each named type's component types: an alias's target, a struct's or union's fields.
+    let mut parts: Vec<(String, Vec<&syn::Type>)> = Vec::new();
+    for item in items {
+        match item {
+            syn::Item::Type(t) => parts.push((t.ident.to_string(), vec![&*t.ty])),
+            syn::Item::Struct(s) => parts.push((
+                s.ident.to_string(),
+                s.fields.iter().map(|f| &f.ty).collect(),
+            )),
+            syn::Item::Union(u) => parts.push((
+                u.ident.to_string(),
+                u.fields.named.iter().map(|f| &f.ty).collect(),
+            )),
+            _ => {}
+        }
+    }
+    let mut carriers = BTreeSet::new();
+    // A fixed point: each pass adds the types that hold a type found by the pass before.
+    loop {
+        let before = carriers.len();
+        for (name, tys) in &parts {
+            if !carriers.contains(name) && tys.iter().any(|t| carries(t, &carriers)) {
+                carriers.insert(name.clone());
+            }
+        }
+        if carriers.len() == before {
+            return carriers;
+        }
+    }
+}
+
+/// Whether `ty` is or holds a function pointer, or names a type in `carriers`.
+pub fn carries(ty: &syn::Type, carriers: &BTreeSet<String>) -> bool {
+    match ty {
+        syn::Type::FnPtr(_) => true,
+        syn::Type::Ptr(p) => carries(&p.elem, carriers),
+        syn::Type::Reference(r) => carries(&r.elem, carriers),
+        syn::Type::Array(a) => carries(&a.elem, carriers),
+        syn::Type::Paren(p) => carries(&p.elem, carriers),
+        syn::Type::Group(g) => carries(&g.elem, carriers),
+        syn::Type::Path(p) => p.path.segments.iter().any(|seg| {
+            carriers.contains(&seg.ident.to_string())
+                || match &seg.arguments {
+                    syn::PathArguments::AngleBracketed(args) => args.args.iter().any(
+                        |a| matches!(a, syn::GenericArgument::Type(t) if carries(t, carriers)),
+                    ),
+                    _ => false,
+                }
+        }),
+        _ => false,
+    }
+}
 
 /// One type or constant, with the items bindgen attached to it (impls, layout checks).
 #[derive(Clone, Debug)]

@@ -7,9 +7,10 @@ use std::sync::Mutex;
 
 use crate::Ctk;
 use crate::allowlist::{AllowList, AllowListError};
+use crate::audit;
 use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
-use crate::model::Model;
+use crate::model::{ApiModel, Model};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::writer::{self, TemplateError, Templates};
 
@@ -98,6 +99,18 @@ pub enum GenerateError {
     /// A template is broken.
     #[error(transparent)]
     Template(#[from] TemplateError),
+    /// A host-function wrapper does more than forward its arguments (a template or writer bug).
+    #[error(
+        "the {api} wrappers of CTK {ctk} fail the no-trampoline audit: {violations}; fix templates/{api}_function.rs or the writer (nothing was written)"
+    )]
+    Audit {
+        /// The target.
+        ctk: Ctk,
+        /// `driver` or `runtime`.
+        api: &'static str,
+        /// Every violation, joined with `; `.
+        violations: String,
+    },
     /// Sealing failed.
     #[error(transparent)]
     Emit(#[from] EmitError),
@@ -145,12 +158,12 @@ pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, Gener
     let driver = emit::rust_file(
         ctk,
         "driver.rs",
-        &writer::write_api(&model, &model.driver, &templates),
+        &write_audited(&model, &model.driver, &templates)?,
     )?;
     let runtime = emit::rust_file(
         ctk,
         "runtime.rs",
-        &writer::write_api(&model, &model.runtime, &templates),
+        &write_audited(&model, &model.runtime, &templates)?,
     )?;
     let provenance = emit::provenance_file(ctk, &inputs.provenance(), &[&driver, &runtime])?;
     Ok(Generated {
@@ -158,6 +171,29 @@ pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, Gener
         model,
         files: vec![driver, runtime, provenance],
         warnings: inputs.libclang.warning.iter().cloned().collect(),
+    })
+}
+
+/// Writes one API's file and runs the no-trampoline audit over it, before anything is sealed,
+/// written or compared.
+fn write_audited(
+    model: &Model,
+    api: &ApiModel,
+    templates: &Templates,
+) -> Result<syn::File, GenerateError> {
+    let file = writer::write_api(model, api, templates);
+    let violations = audit::forwarding_violations(&file);
+    if violations.is_empty() {
+        return Ok(file);
+    }
+    Err(GenerateError::Audit {
+        ctk: model.ctk,
+        api: api.api.as_str(),
+        violations: violations
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
     })
 }
 

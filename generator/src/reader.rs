@@ -7,7 +7,7 @@
 //! declaration shows its per-thread symbol (`cudaLaunchHostFunc_ptsz`); the legacy symbol is the
 //! same name without the suffix.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -15,7 +15,7 @@ use quote::ToTokens;
 
 use crate::Ctk;
 use crate::allowlist::AllowList;
-use crate::model::{Api, ApiModel, Function, Model, Param, PerThread, TypeDef};
+use crate::model::{Api, ApiModel, Function, Model, Param, PerThreadVariant, TypeDef};
 
 /// What bindgen needs to find the headers.
 #[derive(Clone, Debug)]
@@ -244,17 +244,16 @@ fn read_api(
         }
     }
 
+    let declared: BTreeSet<String> = decls.iter().map(|d| d.sig.ident.to_string()).collect();
+    let lookup = Lookup {
+        pfns: &pfns,
+        aliases: &aliases,
+        macros: &macros,
+        declared: &declared,
+    };
     let mut functions = Vec::new();
     for decl in decls {
-        functions.push(function(
-            headers.ctk,
-            api,
-            decl,
-            &pfns,
-            &aliases,
-            &macros,
-            driver,
-        )?);
+        functions.push(function(headers.ctk, api, decl, &lookup, driver)?);
     }
     functions.sort_by(|a, b| a.name.cmp(&b.name));
     let declared: Vec<String> = functions.iter().map(|f| f.name.clone()).collect();
@@ -271,13 +270,23 @@ fn read_api(
     })
 }
 
+/// What the reader knows of one API's headers besides a declaration itself.
+struct Lookup<'a> {
+    /// `cudaTypedefs.h`'s `PFN_` typedefs, by name.
+    pfns: &'a BTreeMap<String, syn::TypeFnPtr>,
+    /// Type aliases, to compare signatures through them.
+    aliases: &'a HashMap<String, syn::Type>,
+    /// The header's object-like macros.
+    macros: &'a HashMap<String, Vec<String>>,
+    /// Every declared function's name.
+    declared: &'a BTreeSet<String>,
+}
+
 fn function(
     ctk: Ctk,
     api: Api,
     decl: syn::ForeignItemFn,
-    pfns: &BTreeMap<String, syn::TypeFnPtr>,
-    aliases: &HashMap<String, syn::Type>,
-    macros: &HashMap<String, Vec<String>>,
+    lookup: &Lookup<'_>,
     driver: Option<&ApiModel>,
 ) -> Result<Function, ReadError> {
     let declared = decl.sig.ident.to_string();
@@ -338,11 +347,10 @@ fn function(
     // Alias macros: `#define cuX cuX_v2`, `#define cuX __CUDA_API_PTSZ(cuX_v2)`, and the runtime's
     // `#define cudaX __CUDART_API_PTSZ(cudaX)`.
     let mut fn_aliases = Vec::new();
-    let mut driver_per_thread = false;
-    for (macro_name, tokens) in macros {
-        let (wrapper, target) = match tokens.as_slice() {
-            [t] => (None, t),
-            [w, open, t, close] if open == "(" && close == ")" => (Some(w.as_str()), t),
+    for (macro_name, tokens) in lookup.macros {
+        let target = match tokens.as_slice() {
+            [t] => t,
+            [_, open, t, close] if open == "(" && close == ")" => t,
             _ => continue,
         };
         let target_matches = match api {
@@ -353,9 +361,6 @@ fn function(
         if !target_matches {
             continue;
         }
-        if matches!(wrapper, Some(w) if w.contains("PTSZ") || w.contains("PTDS")) {
-            driver_per_thread = true;
-        }
         if *macro_name != name {
             fn_aliases.push(macro_name.clone());
         }
@@ -364,24 +369,28 @@ fn function(
 
     let (base, version, per_thread) = match api {
         Api::Driver => {
-            let (base, version) = abi_version(&declared, &params, pfns, aliases)?;
-            let pt = if driver_per_thread
-                || pfns.contains_key(&format!("PFN_{base}_v{version}_ptsz"))
-                || pfns.contains_key(&format!("PFN_{base}_v{version}_ptds"))
-            {
-                PerThread::Driver
-            } else {
-                PerThread::None
-            };
-            (base, version, pt)
+            // A declaration without a `_vN` suffix whose suffixed twin is declared too (12.9's
+            // `cuEventElapsedTime` beside `cuEventElapsedTime_v2`) is the oldest ABI of its base:
+            // a C program calling it links the export of that name, whose semantics are the
+            // first version's, even where a newer typedef has the same signature.
+            let oldest = lookup.declared.iter().any(|d| {
+                d.strip_prefix(declared.as_str())
+                    .is_some_and(is_version_suffix)
+            });
+            let (base, version) = abi_version(&declared, &params, lookup, oldest)?;
+            let per_thread = per_thread_version(&declared, &base, &params, lookup);
+            (base, version, per_thread)
         }
         Api::Runtime => {
             let counterpart = format!("cu{}", name.trim_start_matches("cuda"));
             let needs = driver
                 .and_then(|d| d.functions.iter().find(|f| f.name == counterpart))
                 .map_or(ctk.cuda_version(), |f| f.version);
-            let pt = per_thread_symbol.map_or(PerThread::None, PerThread::Runtime);
-            (name.clone(), needs, pt)
+            let per_thread = per_thread_symbol.map(|symbol| PerThreadVariant {
+                symbol,
+                version: needs,
+            });
+            (name.clone(), needs, per_thread)
         }
     };
 
@@ -397,41 +406,69 @@ fn function(
     })
 }
 
+/// Whether `s` is a `_vN` suffix.
+fn is_version_suffix(s: &str) -> bool {
+    s.strip_prefix("_v")
+        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The bases a declaration's typedefs may be named after: the declared name, and the declared
+/// name without its `_vN` suffix (`cuMemcpyHtoD_v2` → `cuMemcpyHtoD`).
+fn bases(declared: &str) -> Vec<String> {
+    let mut bases = vec![declared.to_owned()];
+    if let Some(at) = declared.rfind("_v")
+        && is_version_suffix(&declared[at..])
+    {
+        bases.push(declared[..at].to_owned());
+    }
+    bases
+}
+
+/// The versions `v` of the typedefs `PFN_<base>_v<v><suffix>` whose parameters match `params`.
+fn matching_versions(base: &str, suffix: &str, params: &[Param], lookup: &Lookup<'_>) -> Vec<u32> {
+    let want: Vec<String> = params
+        .iter()
+        .map(|p| canonical(&p.ty, lookup.aliases, 0))
+        .collect();
+    let prefix = format!("PFN_{base}_v");
+    lookup
+        .pfns
+        .iter()
+        .filter_map(|(name, f)| {
+            let version: u32 = name
+                .strip_prefix(&prefix)?
+                .strip_suffix(suffix)?
+                .parse()
+                .ok()?;
+            let got: Vec<String> = f
+                .inputs
+                .iter()
+                .map(|a| canonical(&a.ty, lookup.aliases, 0))
+                .collect();
+            (got == want).then_some(version)
+        })
+        .collect()
+}
+
 /// Finds the `PFN_<base>_v<version>` typedef whose parameters match the declaration; the base is
 /// the declared name, or the declared name without its `_vN` suffix. Among several matches, the
-/// highest version wins (a renamed declaration is the newest ABI of its base).
+/// highest version wins (a renamed declaration is the newest ABI of its base), or the lowest
+/// when `oldest` (an unsuffixed declaration whose suffixed twin is declared too).
 fn abi_version(
     declared: &str,
     params: &[Param],
-    pfns: &BTreeMap<String, syn::TypeFnPtr>,
-    aliases: &HashMap<String, syn::Type>,
+    lookup: &Lookup<'_>,
+    oldest: bool,
 ) -> Result<(String, u32), ReadError> {
-    let want: Vec<String> = params
-        .iter()
-        .map(|p| canonical(&p.ty, aliases, 0))
-        .collect();
-    let mut bases = vec![declared.to_owned()];
-    if let Some((stem, v)) = declared.rsplit_once("_v")
-        && !v.is_empty()
-        && v.bytes().all(|b| b.is_ascii_digit())
-    {
-        bases.push(stem.to_owned());
-    }
+    let bases = bases(declared);
     for base in &bases {
-        let prefix = format!("PFN_{base}_v");
-        let best = pfns
-            .iter()
-            .filter_map(|(name, f)| {
-                let version: u32 = name.strip_prefix(&prefix)?.parse().ok()?;
-                let got: Vec<String> = f
-                    .inputs
-                    .iter()
-                    .map(|a| canonical(&a.ty, aliases, 0))
-                    .collect();
-                (got == want).then_some(version)
-            })
-            .max();
-        if let Some(version) = best {
+        let versions = matching_versions(base, "", params, lookup).into_iter();
+        let chosen = if oldest {
+            versions.min()
+        } else {
+            versions.max()
+        };
+        if let Some(version) = chosen {
             return Ok((base.clone(), version));
         }
     }
@@ -439,6 +476,32 @@ fn abi_version(
         function: declared.to_owned(),
         base: bases.last().cloned().unwrap_or_default(),
     })
+}
+
+/// The per-thread-default-stream variant of a driver declaration: the newest
+/// `PFN_<base>_v<version>_ptsz` (or `_ptds`) typedef whose parameters match it. Its export is the
+/// declared name with the same suffix (`cuda.h`: `#define cuMemcpyHtoD
+/// __CUDA_API_PTDS(cuMemcpyHtoD_v2)`, so `cuMemcpyHtoD_v2_ptds`). Its version is its own and may
+/// be newer than the legacy one (`cuStreamAddCallback`: 5000, per-thread 7000); asking the
+/// driver for the per-thread variant at the legacy version fails.
+fn per_thread_version(
+    declared: &str,
+    base: &str,
+    params: &[Param],
+    lookup: &Lookup<'_>,
+) -> Option<PerThreadVariant> {
+    ["_ptsz", "_ptds"]
+        .into_iter()
+        .filter_map(|suffix| {
+            let version = matching_versions(base, suffix, params, lookup)
+                .into_iter()
+                .max()?;
+            Some(PerThreadVariant {
+                symbol: format!("{declared}{suffix}"),
+                version,
+            })
+        })
+        .max_by_key(|v| v.version)
 }
 
 /// A type's spelling with every alias resolved, so `CUDA_HOST_NODE_PARAMS` and

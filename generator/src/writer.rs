@@ -9,15 +9,25 @@ use quote::ToTokens;
 use syn::punctuated::Punctuated;
 use syn::visit_mut::{self, VisitMut};
 
-use crate::model::{Api, ApiModel, Function, Model, PerThread};
+use std::collections::BTreeSet;
+
+use crate::model::{Api, ApiModel, Function, Model};
 
 /// The template files, parsed.
 #[derive(Clone, Debug)]
 pub struct Templates {
-    driver_function: syn::ItemFn,
-    runtime_function: syn::ItemFn,
+    driver_function: FunctionTemplate,
+    runtime_function: FunctionTemplate,
     file: syn::File,
     host_function_lifetime: Vec<String>,
+}
+
+/// The template of one function: its entry point (a static, which goes into the file's `entry`
+/// module) and its wrapper.
+#[derive(Clone, Debug)]
+struct FunctionTemplate {
+    entry: syn::ItemStatic,
+    wrapper: syn::ItemFn,
 }
 
 /// A template that is missing or does not have the expected shape.
@@ -64,21 +74,31 @@ impl Templates {
                 .map(|f| (path.clone(), f))
                 .map_err(|source| TemplateError::Parse { path, source })
         };
-        let function = |name: &str| -> Result<syn::ItemFn, TemplateError> {
+        let function = |name: &str| -> Result<FunctionTemplate, TemplateError> {
             let (path, file) = parse(name)?;
             match file.items.as_slice() {
-                [syn::Item::Fn(f)] => Ok(f.clone()),
+                [syn::Item::Static(entry), syn::Item::Fn(wrapper)] => Ok(FunctionTemplate {
+                    entry: entry.clone(),
+                    wrapper: wrapper.clone(),
+                }),
                 _ => Err(TemplateError::Shape {
                     path,
-                    problem: "must hold exactly one function".to_owned(),
+                    problem: "must hold exactly one static (the entry point) and then one function (the wrapper)".to_owned(),
                 }),
             }
         };
+        let (path, file) = parse("file.rs")?;
+        if entry_module(&mut file.clone()).is_none() {
+            return Err(TemplateError::Shape {
+                path,
+                problem: "must hold a module `entry` with a static `ALL`".to_owned(),
+            });
+        }
         let (_, lifetime) = read("host_function_lifetime.md")?;
         Ok(Templates {
             driver_function: function("driver_function.rs")?,
             runtime_function: function("runtime_function.rs")?,
-            file: parse("file.rs")?.1,
+            file,
             host_function_lifetime: lifetime.lines().map(str::to_owned).collect(),
         })
     }
@@ -90,26 +110,30 @@ pub fn write_api(model: &Model, api: &ApiModel, templates: &Templates) -> syn::F
     let doc = module_doc(model, api.api);
     Filler::for_module(doc).visit_file_mut(&mut file);
     // Keep only the loader items this API uses.
-    let drop = match api.api {
-        Api::Driver => ["RuntimeFn", "runtime_result"],
-        Api::Runtime => ["DriverFn", "driver_result"],
+    let drop: &[&str] = match api.api {
+        Api::Driver => &["RuntimeFn", "runtime_result"],
+        Api::Runtime => &["DriverFn", "PerThreadVariant", "driver_result"],
     };
-    for item in &mut file.items {
-        if let syn::Item::Use(u) = item {
-            RemoveUse(&drop).visit_item_use_mut(u);
-        }
-    }
+    RemoveUse(drop).visit_file_mut(&mut file);
     for ty in &api.types {
         file.items.extend(ty.items.iter().cloned());
     }
+    let carriers = api.host_function_types();
+    let template = match api.api {
+        Api::Driver => &templates.driver_function,
+        Api::Runtime => &templates.runtime_function,
+    };
+    let mut entries = Vec::new();
     for f in &api.functions {
-        let template = match api.api {
-            Api::Driver => &templates.driver_function,
-            Api::Runtime => &templates.runtime_function,
-        };
-        let mut item = template.clone();
-        Filler::for_function(model, api.api, f, templates).visit_item_fn_mut(&mut item);
-        file.items.push(syn::Item::Fn(item));
+        let mut filler = Filler::for_function(model, api.api, f);
+        let mut entry = template.entry.clone();
+        filler.doc = doc_attrs(&entry_doc(api.api, f));
+        filler.visit_item_static_mut(&mut entry);
+        entries.push(entry);
+        let mut wrapper = template.wrapper.clone();
+        filler.doc = doc_attrs(&function_doc(api.api, f, templates, &carriers));
+        filler.visit_item_fn_mut(&mut wrapper);
+        file.items.push(syn::Item::Fn(wrapper));
         for alias in &f.aliases {
             let target = ident(&f.name);
             let alias_ident = ident(alias);
@@ -123,7 +147,31 @@ pub fn write_api(model: &Model, api: &ApiModel, templates: &Templates) -> syn::F
             });
         }
     }
+    let items = entry_module(&mut file).expect("Templates::load checked the entry module");
+    let at = items
+        .iter()
+        .position(|i| matches!(i, syn::Item::Static(s) if s.ident == "ALL"))
+        .expect("Templates::load checked `ALL`");
+    let syn::Item::Static(mut all) = items.remove(at) else {
+        unreachable!("found as a static above")
+    };
+    let names = api.functions.iter().map(|f| ident(&f.name));
+    all.expr = Box::new(syn::parse_quote!(&[#(&#names),*]));
+    items.extend(entries.into_iter().map(syn::Item::Static));
+    items.push(syn::Item::Static(all));
     file
+}
+
+/// The items of the `entry` module of a file template, if it has one with a static `ALL`.
+fn entry_module(file: &mut syn::File) -> Option<&mut Vec<syn::Item>> {
+    let items = file.items.iter_mut().find_map(|i| match i {
+        syn::Item::Mod(m) if m.ident == "entry" => m.content.as_mut().map(|(_, items)| items),
+        _ => None,
+    })?;
+    items
+        .iter()
+        .any(|i| matches!(i, syn::Item::Static(s) if s.ident == "ALL"))
+        .then_some(items)
 }
 
 fn module_doc(model: &Model, api: Api) -> Vec<String> {
@@ -146,6 +194,13 @@ fn module_doc(model: &Model, api: Api) -> Vec<String> {
     ]
 }
 
+fn c_literal(s: &str) -> syn::LitCStr {
+    syn::LitCStr::new(
+        &std::ffi::CString::new(s).expect("C identifiers have no NUL"),
+        Span::call_site(),
+    )
+}
+
 fn ident(name: &str) -> syn::Ident {
     syn::Ident::new(name, Span::call_site())
 }
@@ -164,7 +219,37 @@ fn doc_attrs(lines: &[String]) -> Vec<syn::Attribute> {
         .collect()
 }
 
-fn function_doc(api: Api, f: &Function, templates: &Templates) -> Vec<String> {
+/// Where a function is resolved from, for its docs.
+fn resolution(api: Api, f: &Function) -> String {
+    match (api, &f.per_thread) {
+        (Api::Driver, None) => format!("`cuGetProcAddress(\"{}\", {})`", f.base, f.version),
+        (Api::Driver, Some(pt)) => format!(
+            "`cuGetProcAddress(\"{}\", {})`, or under per-thread default stream semantics at version {} (the export `{}`)",
+            f.base, f.version, pt.version, pt.symbol
+        ),
+        (Api::Runtime, None) => format!("the export `{}`", f.name),
+        (Api::Runtime, Some(pt)) => format!(
+            "the export `{}` (`{}` under per-thread default stream semantics)",
+            f.name, pt.symbol
+        ),
+    }
+}
+
+/// The doc comment of a function's entry point.
+fn entry_doc(api: Api, f: &Function) -> Vec<String> {
+    vec![format!(
+        " The entry point of [`{name}`](super::{name}), resolved on first use from {}.",
+        resolution(api, f),
+        name = f.name
+    )]
+}
+
+fn function_doc(
+    api: Api,
+    f: &Function,
+    templates: &Templates,
+    carriers: &BTreeSet<String>,
+) -> Vec<String> {
     let mut doc: Vec<String> = f.doc.clone();
     while doc.last().is_some_and(|l| l.trim().is_empty()) {
         doc.pop();
@@ -174,30 +259,12 @@ fn function_doc(api: Api, f: &Function, templates: &Templates) -> Vec<String> {
     }
     doc.push("# Binding".to_owned());
     doc.push(String::new());
-    match api {
-        Api::Driver => doc.push(format!(
-            "Resolved with `cuGetProcAddress(\"{}\", {})`{}.",
-            f.base,
-            f.version,
-            if f.per_thread == PerThread::Driver {
-                "; per-thread default stream variant available"
-            } else {
-                ""
-            }
-        )),
-        Api::Runtime => doc.push(match &f.per_thread {
-            PerThread::Runtime(sym) => format!(
-                "Resolved as `{}` (`{sym}` under per-thread default stream semantics).",
-                f.name
-            ),
-            _ => format!("Resolved as `{}`.", f.name),
-        }),
-    }
+    doc.push(format!("Resolved from {}.", resolution(api, f)));
     doc.push(String::new());
     doc.push(
         "# Safety\n\nThe caller upholds the contract of the C function: valid handles and pointers.".to_owned(),
     );
-    if f.takes_host_function() {
+    if f.takes_host_function(carriers) {
         doc.push(String::new());
         doc.extend(templates.host_function_lifetime.iter().cloned());
     }
@@ -253,21 +320,21 @@ impl Filler {
         }
     }
 
-    fn for_function(model: &Model, api: Api, f: &Function, templates: &Templates) -> Self {
-        let per_thread: syn::Expr = match &f.per_thread {
-            PerThread::None if api == Api::Driver => syn::parse_quote!(false),
-            PerThread::Driver => syn::parse_quote!(true),
-            PerThread::None => syn::parse_quote!(None),
-            PerThread::Runtime(sym) => {
-                let lit = syn::LitCStr::new(
-                    &std::ffi::CString::new(sym.as_str()).expect("C identifiers have no NUL"),
-                    Span::call_site(),
-                );
-                syn::parse_quote!(Some(#lit))
+    fn for_function(model: &Model, api: Api, f: &Function) -> Self {
+        let per_thread: syn::Expr = match (api, &f.per_thread) {
+            (_, None) => syn::parse_quote!(None),
+            (Api::Driver, Some(pt)) => {
+                let version = syn::LitInt::new(&pt.version.to_string(), Span::call_site());
+                let symbol = c_literal(&pt.symbol);
+                syn::parse_quote!(Some(PerThreadVariant { version: #version, symbol: #symbol }))
+            }
+            (Api::Runtime, Some(pt)) => {
+                let symbol = c_literal(&pt.symbol);
+                syn::parse_quote!(Some(#symbol))
             }
         };
         Filler {
-            doc: doc_attrs(&function_doc(api, f, templates)),
+            doc: Vec::new(),
             name: Some(f.name.clone()),
             base: f.base.clone(),
             params: f
@@ -309,6 +376,11 @@ impl VisitMut for Filler {
     fn visit_item_fn_mut(&mut self, f: &mut syn::ItemFn) {
         self.replace_doc(&mut f.attrs);
         visit_mut::visit_item_fn_mut(self, f);
+    }
+
+    fn visit_item_static_mut(&mut self, s: &mut syn::ItemStatic) {
+        self.replace_doc(&mut s.attrs);
+        visit_mut::visit_item_static_mut(self, s);
     }
 
     fn visit_ident_mut(&mut self, i: &mut syn::Ident) {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use hostcb_generator::Ctk;
 use hostcb_generator::audit;
 use hostcb_generator::emit;
-use hostcb_generator::model::PerThread;
+use hostcb_generator::model::PerThreadVariant;
 use hostcb_generator::pipeline::{self, Options, Workspace};
 
 fn committed(ctk: Ctk, api: &str) -> (PathBuf, syn::File) {
@@ -75,7 +75,13 @@ fn the_13_5_model_gives_each_declaration_its_own_abi_version() {
         (v1.base.as_str(), v1.version, v1.params.len()),
         ("cuLaunchHostFunc", 10000, 3)
     );
-    assert_eq!(v1.per_thread, PerThread::Driver);
+    assert_eq!(
+        v1.per_thread,
+        Some(PerThreadVariant {
+            symbol: "cuLaunchHostFunc_ptsz".into(),
+            version: 10000
+        })
+    );
     let v2 = find("cuLaunchHostFunc_v2");
     assert_eq!(
         (v2.base.as_str(), v2.version, v2.params.len()),
@@ -99,7 +105,10 @@ fn the_13_5_model_gives_each_declaration_its_own_abi_version() {
     assert_eq!(runtime_v2.version, 13010);
     assert_eq!(
         runtime_v2.per_thread,
-        PerThread::Runtime("cudaLaunchHostFunc_v2_ptsz".into())
+        Some(PerThreadVariant {
+            symbol: "cudaLaunchHostFunc_v2_ptsz".into(),
+            version: 13010
+        })
     );
 }
 
