@@ -1,0 +1,242 @@
+//! Every generated entry point of every target resolves to the library export it names, in both
+//! default-stream modes: `cuGetProcAddress` with the legacy version and flag must give the
+//! address of the declared export (`cuMemcpyHtoD_v2`), and with the per-thread version and flag
+//! the address of its `_ptsz`/`_ptds` twin (`cuMemcpyHtoD_v2_ptds`), as `dlsym` finds them. A
+//! function the library does not export must come back as `Error::Unavailable`, never as some
+//! other address.
+//!
+//! The default-stream mode is fixed once per process, so each trial (`<target>::entries::<mode>`)
+//! runs this executable again as a child in that mode and reads its verdict. Without a usable
+//! GPU the trials are skipped with the reason; with `REQUIRE_GPU=1` they fail. With
+//! `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` each child expects the other mode's exports, so every
+//! trial must fail.
+
+use std::ffi::{CStr, c_void};
+use std::process::{Command, ExitCode};
+
+use cuda_hostcb::Error;
+use cuda_hostcb::load::{DefaultStream, Entry, PER_THREAD_ENV, default_stream};
+use hostcb_tests::binding::Api;
+use hostcb_tests::check::{WRONG_EXPECTATIONS_ENV, wrong_expectations};
+use hostcb_tests::probe::{Gate, Probe};
+use libtest_mimic::{Arguments, Failed, Trial};
+
+/// Set in a child: the target whose entry points it checks.
+const CHILD_ENV: &str = "HOSTCB_ENTRIES_CHILD";
+
+/// One target's entry points.
+struct Target {
+    name: &'static str,
+    driver: &'static [&'static dyn Entry],
+    runtime: &'static [&'static dyn Entry],
+    major: u32,
+}
+
+const TARGETS: [Target; 3] = [
+    Target {
+        name: "ctk_12_9",
+        driver: cuda_hostcb::ctk_12_9::driver::entry::ALL,
+        runtime: cuda_hostcb::ctk_12_9::runtime::entry::ALL,
+        major: 12,
+    },
+    Target {
+        name: "ctk_13_0",
+        driver: cuda_hostcb::ctk_13_0::driver::entry::ALL,
+        runtime: cuda_hostcb::ctk_13_0::runtime::entry::ALL,
+        major: 13,
+    },
+    Target {
+        name: "ctk_13_5",
+        driver: cuda_hostcb::ctk_13_5::driver::entry::ALL,
+        runtime: cuda_hostcb::ctk_13_5::runtime::entry::ALL,
+        major: 13,
+    },
+];
+
+fn main() -> ExitCode {
+    if let Ok(target) = std::env::var(CHILD_ENV) {
+        return child(&target);
+    }
+    let args = Arguments::from_args();
+    let probe = Probe::run();
+    for line in probe.lines() {
+        println!("{line}");
+    }
+    let mut trials = Vec::new();
+    for target in &TARGETS {
+        let gate = match probe.gate(Api::Driver) {
+            Gate::Run => probe.gate(Api::Runtime {
+                major: target.major,
+            }),
+            other => other,
+        };
+        for mode in [DefaultStream::Legacy, DefaultStream::PerThread] {
+            let name = format!("{}::entries::{}", target.name, mode_name(mode));
+            let trial = match gate.clone() {
+                Gate::Run => Trial::test(name, move || run_child(target.name, mode)),
+                Gate::Skip(reason) => {
+                    println!("SKIP {name}: {reason}");
+                    Trial::test(name, || Ok(())).with_ignored_flag(true)
+                }
+                Gate::Fail(reason) => Trial::test(name, move || Err(reason.into())),
+            };
+            trials.push(trial);
+        }
+    }
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+fn mode_name(mode: DefaultStream) -> &'static str {
+    match mode {
+        DefaultStream::Legacy => "legacy",
+        DefaultStream::PerThread => "per_thread",
+    }
+}
+
+/// Runs this executable as a child that checks `target` in `mode`; passes on its exit status and
+/// prints its summary.
+fn run_child(target: &str, mode: DefaultStream) -> Result<(), Failed> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.env(CHILD_ENV, target);
+    match mode {
+        DefaultStream::PerThread => cmd.env(PER_THREAD_ENV, "1"),
+        DefaultStream::Legacy => cmd.env_remove(PER_THREAD_ENV),
+    };
+    let out = cmd
+        .output()
+        .map_err(|e| format!("running the child: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        for line in stdout.lines().filter(|l| l.starts_with("entries ")) {
+            println!("{line}");
+        }
+        Ok(())
+    } else {
+        Err(format!("{}{stdout}{stderr}", out.status).into())
+    }
+}
+
+/// The library the loader opens for `api`, opened again for `dlsym` (the loader keeps its copy
+/// open, so this is the same object when the same file is found).
+fn open(api: Api) -> Result<libloading::Library, String> {
+    let (vars, soname) = match api {
+        Api::Driver => (
+            vec!["CUDA_HOSTCB_LIBCUDA".to_owned()],
+            "libcuda.so.1".to_owned(),
+        ),
+        Api::Runtime { major } => (
+            vec![
+                format!("CUDA_HOSTCB_LIBCUDART_{major}"),
+                "CUDA_HOSTCB_LIBCUDART".to_owned(),
+            ],
+            format!("libcudart.so.{major}"),
+        ),
+    };
+    let file = vars
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|p| !p.is_empty()))
+        .unwrap_or(soname);
+    // SAFETY: the CUDA libraries' initialisers are safe to run; the loader has run them already.
+    unsafe { libloading::Library::new(&file) }.map_err(|e| format!("{file}: {e}"))
+}
+
+fn exported(lib: &libloading::Library, symbol: &CStr) -> Option<*const c_void> {
+    // SAFETY: only the address is read.
+    unsafe { lib.get::<*const c_void>(symbol) }
+        .ok()
+        .map(|s| *s)
+        .filter(|p| !p.is_null())
+}
+
+/// Checks one API's entry points; returns (resolved, unavailable names, mismatches).
+fn check(
+    entries: &'static [&'static dyn Entry],
+    api: Api,
+    mode: DefaultStream,
+) -> (usize, Vec<&'static str>, Vec<String>) {
+    let expected_mode = match (mode, wrong_expectations()) {
+        (m, false) => m,
+        (DefaultStream::Legacy, true) => DefaultStream::PerThread,
+        (DefaultStream::PerThread, true) => DefaultStream::Legacy,
+    };
+    let mut resolved = 0;
+    let mut unavailable = Vec::new();
+    let mut mismatches = Vec::new();
+    // Resolve one entry first, so the loader has opened the library before it is opened here.
+    let _ = entries.first().map(|e| e.address());
+    let lib = match open(api) {
+        Ok(lib) => lib,
+        Err(e) => {
+            return (
+                0,
+                unavailable,
+                vec![format!("cannot open the library: {e}")],
+            );
+        }
+    };
+    for entry in entries {
+        let export = entry.export(expected_mode);
+        let want = exported(&lib, export);
+        match (entry.address(), want) {
+            (Ok(got), Some(want)) if got == want => resolved += 1,
+            (Err(Error::Unavailable { .. }), None) => unavailable.push(entry.name()),
+            (got, want) => mismatches.push(format!(
+                "{}: resolved to {got:?}, but dlsym({}) is {want:?}",
+                entry.name(),
+                export.to_string_lossy()
+            )),
+        }
+    }
+    (resolved, unavailable, mismatches)
+}
+
+/// The child: checks every entry point of one target in the mode the environment selects.
+fn child(target: &str) -> ExitCode {
+    let Some(target) = TARGETS.iter().find(|t| t.name == target) else {
+        eprintln!("{CHILD_ENV}={target}: no such target");
+        return ExitCode::FAILURE;
+    };
+    let mode = default_stream();
+    let mut failed = false;
+    for (api, entries) in [
+        (Api::Driver, target.driver),
+        (
+            Api::Runtime {
+                major: target.major,
+            },
+            target.runtime,
+        ),
+    ] {
+        let (resolved, unavailable, mismatches) = check(entries, api, mode);
+        let api_name = match api {
+            Api::Driver => "driver",
+            Api::Runtime { .. } => "runtime",
+        };
+        println!(
+            "entries {} {api_name} {}: {resolved} of {} resolved to their exports, {} unavailable ({})",
+            target.name,
+            mode_name(mode),
+            entries.len(),
+            unavailable.len(),
+            unavailable.join(", ")
+        );
+        for m in &mismatches {
+            println!("MISMATCH {m}");
+        }
+        failed |= !mismatches.is_empty();
+        if resolved == 0 {
+            println!("MISMATCH no {api_name} entry point resolved at all");
+            failed = true;
+        }
+    }
+    if wrong_expectations() {
+        println!("({WRONG_EXPECTATIONS_ENV}=1: expected the other mode's exports)");
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
