@@ -10,7 +10,8 @@ use std::env;
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Barrier;
+use std::sync::{Barrier, mpsc};
+use std::time::Duration;
 
 use cuda_hostcb::error::{Api, Error};
 use cuda_hostcb::load::{
@@ -92,6 +93,7 @@ fn loading_runs_in_process_order() {
 
     stream_mode_can_change_before_any_resolution();
     driver(&scratch, wheel_lib.as_deref());
+    only_regular_files_are_opened(&scratch);
     match &wheel_lib {
         Some(lib) => runtime(&scratch, lib),
         None => println!("SKIP runtime loading: could not get {WHEEL} (see above)"),
@@ -190,6 +192,122 @@ fn not_found(outcome: Result<impl std::fmt::Debug, Error>) -> (&'static str, Vec
             (library, searched, text)
         }
         other => panic!("expected LibraryNotFound, got {other:?}"),
+    }
+}
+
+/// Makes a FIFO at `path`.
+fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c_path` is a NUL-terminated path.
+    let rc = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
+    assert_eq!(
+        rc,
+        0,
+        "mkfifo {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Runs `search` on another thread and returns its outcome, or fails if it has not returned
+/// within a few seconds: a loader that opens `fifo` blocks until a writer comes. The writer is
+/// then supplied, so that the blocked search ends and the rest of the binary cannot hang on its
+/// lock.
+fn promptly<T: Send + 'static>(fifo: &Path, search: fn() -> T) -> T {
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(search());
+    });
+    match receive.recv_timeout(Duration::from_secs(10)) {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            use std::os::unix::fs::OpenOptionsExt;
+            let writer = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(fifo);
+            drop(writer);
+            panic!(
+                "the search did not return within 10 s: it opened the FIFO {} and waited for a writer",
+                fifo.display()
+            );
+        }
+    }
+}
+
+/// A FIFO, a device or a folder where a library is expected is named as such, and never opened
+/// (`dlopen` of a FIFO waits for a writer forever).
+fn only_regular_files_are_opened(scratch: &Path) {
+    let fifo = scratch.join("fifo/libcuda.so.1");
+    mkfifo(&fifo);
+    set("CUDA_HOSTCB_LIBCUDA", &fifo);
+    let (library, searched, _) = not_found(promptly(&fifo, driver_version));
+    assert_eq!(library, "libcuda.so.1");
+    assert_eq!(
+        searched,
+        [
+            format!(
+                "$CUDA_HOSTCB_LIBCUDA={}: is not a regular file (a FIFO)",
+                fifo.display()
+            ),
+            "no other place was searched, since the variable is set".to_owned(),
+        ]
+    );
+    unset("CUDA_HOSTCB_LIBCUDA");
+
+    // Through a symbolic link, for each runtime variable.
+    let link = scratch.join("fifo/libcudart.so.13");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    for var in ["CUDA_HOSTCB_LIBCUDART_13", "CUDA_HOSTCB_LIBCUDART"] {
+        set(var, &link);
+        let (_, searched, _) = not_found(promptly(&fifo, || runtime_version(13)));
+        assert_eq!(
+            searched[0],
+            format!("${var}={}: is not a regular file (a FIFO)", link.display())
+        );
+        unset(var);
+    }
+
+    // A device and a folder.
+    set("CUDA_HOSTCB_LIBCUDART_12", "/dev/null");
+    let (_, searched, _) = not_found(promptly(&fifo, || runtime_version(12)));
+    assert_eq!(
+        searched[0],
+        "$CUDA_HOSTCB_LIBCUDART_12=/dev/null: is not a regular file (a character device)"
+    );
+    set("CUDA_HOSTCB_LIBCUDART_12", scratch);
+    let (_, searched, _) = not_found(promptly(&fifo, || runtime_version(12)));
+    assert_eq!(
+        searched[0],
+        format!(
+            "$CUDA_HOSTCB_LIBCUDART_12={}: is not a regular file (a folder)",
+            scratch.display()
+        )
+    );
+    unset("CUDA_HOSTCB_LIBCUDART_12");
+
+    // In a searched folder: the search names it and goes on. No system has a CUDA 99 runtime,
+    // so the system loader cannot end the search early.
+    let cuda_home = scratch.join("fifo-home");
+    let in_lib64 = cuda_home.join("lib64/libcudart.so.99");
+    mkfifo(&in_lib64);
+    let outer_home = env::var_os("CUDA_HOME");
+    set("CUDA_HOME", &cuda_home);
+    let (library, searched, _) = not_found(promptly(&in_lib64, || runtime_version(99)));
+    assert_eq!(library, "libcudart.so.99");
+    assert_eq!(
+        searched[1..3],
+        [
+            format!("{}: is not a regular file (a FIFO)", in_lib64.display()),
+            format!("{}/lib/libcudart.so.99: no such file", cuda_home.display()),
+        ],
+        "{searched:#?}"
+    );
+    match outer_home {
+        Some(home) => set("CUDA_HOME", home),
+        None => unset("CUDA_HOME"),
     }
 }
 
