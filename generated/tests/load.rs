@@ -232,7 +232,8 @@ enum Lacks {
     Provided,
 }
 
-/// Skips `step` (ignored, with a `SKIP` line), or fails it where the machine must run it.
+/// Skips `step` (ignored, with a `SKIP` line of its own, after the harness's `test <step> ...`),
+/// or fails it where the machine must run it.
 fn cannot_run(lacks: Lacks, step: &str, why: &str) -> Outcome {
     let strict: &[&str] = match lacks {
         Lacks::Gpu => &["REQUIRE_GPU"],
@@ -242,7 +243,7 @@ fn cannot_run(lacks: Lacks, step: &str, why: &str) -> Outcome {
         let value = env::var(var).unwrap_or_default();
         return Err(format!("{var}={value}, so {step} must run, but it cannot: {why}").into());
     }
-    println!("SKIP: {step}: {why}");
+    println!("\nSKIP: {step}: {why}");
     Ok(Completion::ignored_with(why))
 }
 
@@ -541,7 +542,7 @@ fn driver_search() -> Outcome {
     if system_has("libcuda.so.1") {
         let why = "the system loader finds libcuda.so.1, so the search cannot fail here \
                    (driver_resolution runs instead)";
-        println!("SKIP: driver_search_lists_every_place: {why}");
+        println!("\nSKIP: driver_search_lists_every_place: {why}");
         return Ok(Completion::ignored_with(why));
     }
     let cuda_home = scratch().join("cuda");
