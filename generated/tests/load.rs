@@ -1,25 +1,73 @@
-//! Loads the CUDA libraries for real: every error of the search on a machine without them, and
-//! the CUDA 13 runtime of pip's `nvidia-cuda-runtime` wheel, which works without a GPU. Where a
-//! driver is installed, resolution through `cuGetProcAddress` too.
+//! Loads the CUDA libraries for real: every error of the search on a machine without them, the
+//! CUDA 13 runtime (which works without a GPU), and, where a driver is installed, resolution
+//! through `cuGetProcAddress`.
 //!
 //! The loaded libraries, the default-stream mode and the environment belong to the whole
-//! process, and a successful load is final, so this binary holds one test whose steps run in a
-//! fixed order: failures first, then loads.
+//! process, and a successful load is final, so this binary has its own harness that runs its
+//! steps one at a time, in a fixed order: failures first, then loads. Each step is a trial.
+//!
+//! # When a step cannot do its job
+//!
+//! A step that cannot run here says `SKIP: <step>: <why>` and is reported as *ignored*, never
+//! as passed, unless the environment says the machine must be able to run it; then it fails,
+//! naming why. Which variable decides depends on what the step lacks:
+//!
+//! - What only a GPU machine has, the driver (`libcuda.so.1`): the step fails when
+//!   `REQUIRE_GPU=1` (the GPU runner `.gpu/run.sh` sets it). CI has no GPU, so `CI=1` alone
+//!   keeps it a skip, and a driver-less CI machine stays green.
+//! - What CI can provide, and a GPU machine has installed: a CUDA 13 runtime (the pinned wheel
+//!   through pip, or the toolkit's `libcudart.so.13`), and python3 to fetch and unpack the
+//!   wheel. The step fails when `CI=1` (any value but empty, `0` or `false`, so GitHub's
+//!   `CI=true` counts) or `REQUIRE_GPU=1`.
+//! - A broken setup fails always: `$HOSTCB_TEST_LIBCUDART_13` naming no file, a wheel whose
+//!   SHA-256 is not the one pinned, a lock without the pin.
+//!
+//! A step that finds the machine in its other legitimate state (the system loader finds
+//! `libcuda.so.1`, so there is no failing driver search to check) is ignored with that reason
+//! under any variable; the step that needs the driver runs instead.
+//!
+//! # The CUDA 13 runtime the steps load
+//!
+//! The first of:
+//! 1. `$HOSTCB_TEST_LIBCUDART_13`, the path of a `libcudart.so.13` fetched beforehand;
+//! 2. `libcudart.so.13` in an entry of `$LD_LIBRARY_PATH`, in `$CUDA_HOME/lib64`,
+//!    `$CUDA_PATH/lib64` or `/usr/local/cuda/lib64` (a toolkit; the GPU machine's, without
+//!    network);
+//! 3. the `nvidia-cuda-runtime` 13.0 wheel pinned in `generator/inputs.lock` (the generator's
+//!    own pin, read at build time), from `$CUDA_HOSTCB_TEST_WHEELS` (default
+//!    `target/tmp/wheels`) or downloaded there by `python3 -m pip download`, and used only if
+//!    its SHA-256 is the pinned one.
 
 use std::env;
-use std::ffi::{c_int, c_void};
+use std::ffi::{OsString, c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Barrier;
+use std::sync::{Barrier, OnceLock, mpsc};
+use std::time::Duration;
 
 use cuda_hostcb::error::{Api, Error};
 use cuda_hostcb::load::{
     DefaultStream, DriverFn, Entry, PerThreadVariant, RuntimeFn, default_stream, driver_result,
     driver_version, runtime_result, runtime_version, set_default_stream,
 };
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use sha2::{Digest, Sha256};
 
-const WHEEL: &str = "nvidia-cuda-runtime==13.0.96";
-/// Where the wheel is looked for before it is downloaded (for machines that cannot reach PyPI).
+/// What a step returns: done, ignored with a reason, or failed.
+type Outcome = Result<Completion, Failed>;
+
+/// A step: its trial's name and its function.
+type Step = (&'static str, fn() -> Outcome);
+
+/// The generator's pinned inputs: the one place the runtime wheel and its hash are pinned.
+const INPUTS_LOCK: &str = include_str!("../../generator/inputs.lock");
+/// The start of the lock entry whose runtime the steps load (the 13.0 target's).
+const PINNED_RUNTIME: &str = "nvidia-cuda-runtime==13.0.";
+/// The runtime's path inside its wheel.
+const WHEEL_MEMBER: &str = "nvidia/cu13/lib/libcudart.so.13";
+/// Names a `libcudart.so.13` fetched beforehand (for machines that cannot reach PyPI).
+const LIBCUDART_13_ENV: &str = "HOSTCB_TEST_LIBCUDART_13";
+/// Where the pinned wheel is looked for, and downloaded to.
 const WHEELS_ENV: &str = "CUDA_HOSTCB_TEST_WHEELS";
 
 /// Any C function type: these tests compare and count addresses, and call nothing through them.
@@ -81,9 +129,83 @@ const SEARCH_VARS: [&str; 11] = [
     "CUDA_HOSTCB_PER_THREAD_DEFAULT_STREAM",
 ];
 
+/// The variables the steps change, as they were at start-up (for finding a runtime and for pip).
+#[derive(Debug)]
+struct Original {
+    home: Option<OsString>,
+    cuda_home: Option<OsString>,
+    cuda_path: Option<OsString>,
+}
+
+static ORIGINAL: OnceLock<Original> = OnceLock::new();
+static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
+static RUNTIME_13: OnceLock<Result<PathBuf, Missing>> = OnceLock::new();
+
+fn main() {
+    let mut args = Arguments::from_args();
+    // The steps share the process's libraries and environment: one at a time, in order.
+    args.test_threads = Some(1);
+    ORIGINAL
+        .set(Original {
+            home: env::var_os("HOME"),
+            cuda_home: env::var_os("CUDA_HOME"),
+            cuda_path: env::var_os("CUDA_PATH"),
+        })
+        .unwrap();
+    // The build's target folder, or (for an executable carried to another machine, such as the
+    // GPU runner's) the system's temporary folder.
+    let name = format!("cuda-hostcb-load-{}", std::process::id());
+    let mut scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(&name);
+    if !args.list && !fresh_dir(&scratch) {
+        scratch = env::temp_dir().join(&name);
+        assert!(fresh_dir(&scratch), "cannot create {}", scratch.display());
+    }
+    SCRATCH.set(scratch.clone()).unwrap();
+
+    let steps: [Step; 9] = [
+        ("stream_mode_can_change_before_any_resolution", stream_mode),
+        (
+            "driver_explicit_path_is_the_only_one_tried",
+            driver_explicit,
+        ),
+        ("driver_search_lists_every_place", driver_search),
+        (
+            "only_regular_files_are_opened",
+            only_regular_files_are_opened,
+        ),
+        (
+            "driver_refuses_a_library_that_is_not_the_driver",
+            not_a_driver,
+        ),
+        ("driver_resolution", driver_resolution),
+        ("runtime_explicit_paths", runtime_explicit),
+        ("runtime_search_lists_every_place", runtime_search),
+        ("runtime_loading", runtime_loading),
+    ];
+    let trials = steps
+        .into_iter()
+        .map(|(name, step)| Trial::ignorable_test(name, step))
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    if !args.list {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    conclusion.exit();
+}
+
+/// Empties or creates `dir`; whether it could.
+fn fresh_dir(dir: &Path) -> bool {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).is_ok()
+}
+
+fn scratch() -> &'static Path {
+    SCRATCH.get().unwrap()
+}
+
 fn set(var: &str, value: impl AsRef<std::ffi::OsStr>) {
-    // SAFETY: this binary runs one test, on one thread, and nothing else reads the environment
-    // while it is changed.
+    // SAFETY: the steps run one at a time on the main thread, and no other thread reads the
+    // environment while it is changed.
     unsafe { env::set_var(var, value) }
 }
 
@@ -92,80 +214,271 @@ fn unset(var: &str) {
     unsafe { env::remove_var(var) }
 }
 
-#[test]
-fn loading_runs_in_process_order() {
-    let wheel_lib = fetch_runtime_13();
-    let scratch =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("load-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).unwrap();
+/// Every step starts from no search variable set and `$HOME` in the scratch folder, whatever
+/// an earlier step left behind.
+fn clean_env() {
     for var in SEARCH_VARS {
         unset(var);
     }
-    set("HOME", scratch.join("home"));
-
-    stream_mode_can_change_before_any_resolution();
-    driver(&scratch, wheel_lib.as_deref());
-    match &wheel_lib {
-        Some(lib) => runtime(&scratch, lib),
-        None => println!("SKIP runtime loading: could not get {WHEEL} (see above)"),
-    }
-    let _ = std::fs::remove_dir_all(&scratch);
+    set("HOME", scratch().join("home"));
 }
 
-/// The unpacked `libcudart.so.13` of the wheel, downloaded once into the target folder.
-fn fetch_runtime_13() -> Option<PathBuf> {
+/// A step that resolves functions does it per-thread, also when run alone (`load <name>`).
+fn per_thread() {
+    set_default_stream(DefaultStream::PerThread).unwrap();
+}
+
+fn done() -> Outcome {
+    Ok(Completion::Completed)
+}
+
+/// Whether `var` is set to something other than empty, `0` or `false`.
+fn flag(var: &str) -> bool {
+    env::var(var).is_ok_and(|v| !(v.is_empty() || v == "0" || v.eq_ignore_ascii_case("false")))
+}
+
+/// What a step lacks when it cannot run here (see the rule at the top of this file).
+#[derive(Debug, Clone, Copy)]
+enum Lacks {
+    /// What only a GPU machine has: fails with `REQUIRE_GPU=1`.
+    Gpu,
+    /// What CI can provide and a GPU machine has: fails with `CI=1` or `REQUIRE_GPU=1`.
+    Provided,
+}
+
+/// Skips `step` (ignored, with a `SKIP` line of its own, after the harness's `test <step> ...`),
+/// or fails it where the machine must run it.
+fn cannot_run(lacks: Lacks, step: &str, why: &str) -> Outcome {
+    let strict: &[&str] = match lacks {
+        Lacks::Gpu => &["REQUIRE_GPU"],
+        Lacks::Provided => &["CI", "REQUIRE_GPU"],
+    };
+    if let Some(var) = strict.iter().find(|var| flag(var)) {
+        let value = env::var(var).unwrap_or_default();
+        return Err(format!("{var}={value}, so {step} must run, but it cannot: {why}").into());
+    }
+    println!("\nSKIP: {step}: {why}");
+    Ok(Completion::ignored_with(why))
+}
+
+/// Why there is no runtime to load.
+#[derive(Debug)]
+enum Missing {
+    /// None on this machine, and none could be fetched.
+    Unavailable(String),
+    /// The setup is wrong: always a failure.
+    Broken(String),
+}
+
+/// The CUDA 13 runtime the steps load, or the outcome of a step that needs it and cannot run.
+fn runtime_13(step: &str) -> Result<&'static Path, Outcome> {
+    match RUNTIME_13.get_or_init(find_runtime_13) {
+        Ok(path) => Ok(path),
+        Err(Missing::Unavailable(why)) => Err(cannot_run(
+            Lacks::Provided,
+            step,
+            &format!("no CUDA 13 runtime: {why}"),
+        )),
+        Err(Missing::Broken(why)) => Err(Err(why.clone().into())),
+    }
+}
+
+fn find_runtime_13() -> Result<PathBuf, Missing> {
+    if let Some(path) = env::var_os(LIBCUDART_13_ENV).filter(|v| !v.is_empty()) {
+        let path = PathBuf::from(path);
+        if !path.is_file() {
+            return Err(Missing::Broken(format!(
+                "${LIBCUDART_13_ENV}={}: no such file",
+                path.display()
+            )));
+        }
+        println!(
+            "the CUDA 13 runtime: {} (${LIBCUDART_13_ENV})",
+            path.display()
+        );
+        return Ok(path);
+    }
+    let original = ORIGINAL.get().unwrap();
+    let mut dirs: Vec<PathBuf> = env::var_os("LD_LIBRARY_PATH")
+        .map(|paths| env::split_paths(&paths).collect())
+        .unwrap_or_default();
+    for root in [&original.cuda_home, &original.cuda_path]
+        .into_iter()
+        .flatten()
+    {
+        dirs.push(Path::new(root).join("lib64"));
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
+    let installed = dirs
+        .iter()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join("libcudart.so.13"))
+        .find(|lib| lib.is_file());
+    if let Some(lib) = installed {
+        println!("the CUDA 13 runtime: {} (installed)", lib.display());
+        return Ok(lib);
+    }
+    let lib = pinned_wheel_runtime()?;
+    println!("the CUDA 13 runtime: {} (the pinned wheel)", lib.display());
+    Ok(lib)
+}
+
+/// One entry of `generator/inputs.lock`.
+#[derive(Debug)]
+struct Pin {
+    /// `name==version`.
+    requirement: &'static str,
+    file: &'static str,
+    sha256: &'static str,
+}
+
+fn pinned_runtime() -> Result<Pin, Missing> {
+    INPUTS_LOCK
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find_map(|fields| match fields[..] {
+            [requirement, file, sha256] if requirement.starts_with(PINNED_RUNTIME) => Some(Pin {
+                requirement,
+                file,
+                sha256,
+            }),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            Missing::Broken(format!(
+                "generator/inputs.lock pins no {PINNED_RUNTIME}* wheel"
+            ))
+        })
+}
+
+fn sha256_of(path: &Path) -> Result<String, Missing> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Missing::Broken(format!("reading {}: {e}", path.display())))?;
+    Ok(Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Fails unless the wheel at `path` is the pinned one, byte for byte.
+fn check_pin(path: &Path, pin: &Pin) -> Result<(), Missing> {
+    let found = sha256_of(path)?;
+    if found == pin.sha256 {
+        Ok(())
+    } else {
+        Err(Missing::Broken(format!(
+            "{}: SHA-256 {found}, but generator/inputs.lock pins {} for {}",
+            path.display(),
+            pin.sha256,
+            pin.requirement
+        )))
+    }
+}
+
+/// The runtime of the pinned wheel, unpacked into the scratch folder from a wheel whose hash was
+/// checked just before.
+fn pinned_wheel_runtime() -> Result<PathBuf, Missing> {
+    let pin = pinned_runtime()?;
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        return Err(Missing::Unavailable(format!(
+            "the pinned {} is for x86_64 Linux; set {LIBCUDART_13_ENV}",
+            pin.file
+        )));
+    }
     let dir = env::var_os(WHEELS_ENV)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wheels"));
-    let lib = dir.join("unpacked/nvidia/cu13/lib/libcudart.so.13");
-    if lib.is_file() {
-        return Some(lib);
+    let wheel = dir.join(pin.file);
+    if !wheel.is_file() {
+        download(&pin, &dir)?;
     }
-    let find_wheel = || {
-        std::fs::read_dir(&dir)
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                    n.starts_with("nvidia_cuda_runtime-13.0.96-") && n.ends_with(".whl")
-                })
-            })
-    };
-    if find_wheel().is_none() {
-        let status = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--quiet",
-                "-d",
-            ])
-            .arg(&dir)
-            .arg(WHEEL)
-            .status();
-        if !matches!(status, Ok(s) if s.success()) {
-            println!("SKIP: `python3 -m pip download {WHEEL}` failed: {status:?}");
-            return None;
-        }
-    }
-    let wheel = find_wheel()?;
-    let status = Command::new("python3")
-        .args(["-m", "zipfile", "-e"])
+    check_pin(&wheel, &pin)?;
+    let lib = scratch().join("pinned/libcudart.so.13");
+    std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+    let unpack = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, zipfile; open(sys.argv[3], 'wb').write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))",
+        ])
         .arg(&wheel)
-        .arg(dir.join("unpacked"))
+        .arg(WHEEL_MEMBER)
+        .arg(&lib)
         .status();
-    if !matches!(status, Ok(s) if s.success()) || !lib.is_file() {
-        println!("SKIP: unpacking {} failed: {status:?}", wheel.display());
-        return None;
+    match unpack {
+        Ok(status) if status.success() && lib.is_file() => Ok(lib),
+        Ok(status) => Err(Missing::Broken(format!(
+            "unpacking {WHEEL_MEMBER} from {} failed: {status}",
+            wheel.display()
+        ))),
+        Err(e) => Err(Missing::Unavailable(format!(
+            "python3 (to unpack {}) could not run: {e}",
+            wheel.display()
+        ))),
     }
-    Some(lib)
 }
 
-fn stream_mode_can_change_before_any_resolution() {
+/// Downloads the pinned wheel into `dir`, checking its hash before it lands there.
+fn download(pin: &Pin, dir: &Path) -> Result<(), Missing> {
+    let fetched = dir.join(format!("download-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&fetched);
+    std::fs::create_dir_all(&fetched)
+        .map_err(|e| Missing::Broken(format!("creating {}: {e}", fetched.display())))?;
+    let mut pip = Command::new("python3");
+    pip.args([
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--platform",
+        "manylinux2014_x86_64",
+        "--disable-pip-version-check",
+        "--quiet",
+        "--retries",
+        "2",
+        "--timeout",
+        "30",
+        "-d",
+    ])
+    .arg(&fetched)
+    .arg(pin.requirement);
+    // pip reads its configuration (index, proxy) from the user's home, which the steps move.
+    match &ORIGINAL.get().unwrap().home {
+        Some(home) => pip.env("HOME", home),
+        None => pip.env_remove("HOME"),
+    };
+    let outcome = match pip.status() {
+        Ok(status) if status.success() => {
+            let wheel = fetched.join(pin.file);
+            if wheel.is_file() {
+                check_pin(&wheel, pin).and_then(|()| {
+                    std::fs::rename(&wheel, dir.join(pin.file))
+                        .map_err(|e| Missing::Broken(format!("moving {}: {e}", wheel.display())))
+                })
+            } else {
+                Err(Missing::Broken(format!(
+                    "`python3 -m pip download {}` gave no {}",
+                    pin.requirement, pin.file
+                )))
+            }
+        }
+        Ok(status) => Err(Missing::Unavailable(format!(
+            "`python3 -m pip download {}` failed ({status}); set {LIBCUDART_13_ENV} to a \
+             libcudart.so.13, or put {} into ${WHEELS_ENV}",
+            pin.requirement, pin.file
+        ))),
+        Err(e) => Err(Missing::Unavailable(format!(
+            "python3 (to download {}) could not run: {e}",
+            pin.requirement
+        ))),
+    };
+    let _ = std::fs::remove_dir_all(&fetched);
+    outcome
+}
+
+fn stream_mode() -> Outcome {
+    clean_env();
     set("CUDA_HOSTCB_PER_THREAD_DEFAULT_STREAM", "1");
     assert_eq!(
         default_stream(),
@@ -177,9 +490,10 @@ fn stream_mode_can_change_before_any_resolution() {
     assert_eq!(default_stream(), DefaultStream::Legacy);
     set_default_stream(DefaultStream::PerThread).unwrap();
     assert_eq!(default_stream(), DefaultStream::PerThread);
+    done()
 }
 
-/// Whether the system loader finds `name`, and the address of `symbol` in it.
+/// Whether the system loader finds `name`.
 fn system_has(name: &str) -> bool {
     // SAFETY: loading a CUDA library runs no code that needs anything of the caller.
     unsafe { libloading::Library::new(name) }.is_ok()
@@ -207,9 +521,14 @@ fn not_found(outcome: Result<impl std::fmt::Debug, Error>) -> (&'static str, Vec
     }
 }
 
-fn driver(scratch: &Path, not_a_driver: Option<&Path>) {
-    // An explicit path is the only file tried.
-    let missing = scratch.join("missing/libcuda.so.1");
+/// `major.minor` of a CUDA version number.
+fn dotted(version: u32) -> String {
+    format!("{}.{}", version / 1000, version % 1000 / 10)
+}
+
+fn driver_explicit() -> Outcome {
+    clean_env();
+    let missing = scratch().join("missing/libcuda.so.1");
     set("CUDA_HOSTCB_LIBCUDA", &missing);
     let (library, searched, text) = not_found(CU_LAUNCH_HOST_FUNC.address());
     assert_eq!(library, "libcuda.so.1");
@@ -228,62 +547,206 @@ fn driver(scratch: &Path, not_a_driver: Option<&Path>) {
         driver_version(),
         Err(Error::LibraryNotFound { .. })
     ));
+    done()
+}
 
-    // A library that is not the driver is refused, with the reason.
-    if let Some(lib) = not_a_driver {
-        set("CUDA_HOSTCB_LIBCUDA", lib);
-        let (_, searched, _) = not_found(driver_version());
-        assert!(
-            searched[0].ends_with("exports no cuGetProcAddress: the driver is older than CUDA 11.3, or the file is not libcuda"),
-            "{searched:?}"
-        );
+/// The whole search, in its documented order, where no driver is installed.
+fn driver_search() -> Outcome {
+    clean_env();
+    if system_has("libcuda.so.1") {
+        let why = "the system loader finds libcuda.so.1, so the search cannot fail here \
+                   (driver_resolution runs instead)";
+        println!("\nSKIP: driver_search_lists_every_place: {why}");
+        return Ok(Completion::ignored_with(why));
     }
+    let cuda_home = scratch().join("cuda");
+    set("CUDA_HOME", &cuda_home);
+    let (library, searched, text) = not_found(CU_LAUNCH_HOST_FUNC.address());
+    println!("{text}");
+    assert_eq!(library, "libcuda.so.1");
+    assert_eq!(searched.len(), 4, "{searched:?}");
+    assert!(
+        searched[0].starts_with("libcuda.so.1 (system loader): dlopen failed: "),
+        "{searched:?}"
+    );
+    assert_eq!(
+        searched[1],
+        format!("{}/lib64/libcuda.so.1: no such file", cuda_home.display())
+    );
+    assert_eq!(
+        searched[2],
+        format!("{}/compat/libcuda.so.1: no such file", cuda_home.display())
+    );
+    assert_eq!(searched[3], "$CUDA_PATH: not set");
+    // Without the driver, an error code still becomes an error, named by a fallback.
+    match driver_result("cuLaunchHostFunc", 1) {
+        Err(Error::Cuda {
+            api: Api::Driver,
+            function: "cuLaunchHostFunc",
+            code: 1,
+            name,
+            description,
+        }) => {
+            assert_eq!(name, "an unknown CUresult");
+            assert_eq!(
+                description,
+                "no description, since libcuda.so.1 is not loaded"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(driver_result("cuLaunchHostFunc", 0).unwrap(), ());
+    done()
+}
+
+/// Makes a FIFO at `path`.
+fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c_path` is a NUL-terminated path.
+    let rc = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
+    assert_eq!(
+        rc,
+        0,
+        "mkfifo {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Runs `search` on another thread and returns its outcome, or fails if it has not returned
+/// within a few seconds: a loader that opens `fifo` blocks until a writer comes. The writer is
+/// then supplied, so that the blocked search ends and the rest of the binary cannot hang on its
+/// lock.
+fn promptly<T: Send + 'static>(fifo: &Path, search: fn() -> T) -> T {
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(search());
+    });
+    match receive.recv_timeout(Duration::from_secs(10)) {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            use std::os::unix::fs::OpenOptionsExt;
+            let writer = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(fifo);
+            drop(writer);
+            panic!(
+                "the search did not return within 10 s: it opened the FIFO {} and waited for a writer",
+                fifo.display()
+            );
+        }
+    }
+}
+
+/// A FIFO, a device or a folder where a library is expected is named as such, and never opened
+/// (`dlopen` of a FIFO waits for a writer forever).
+fn only_regular_files_are_opened() -> Outcome {
+    clean_env();
+    let scratch = scratch();
+    let fifo = scratch.join("fifo/libcuda.so.1");
+    mkfifo(&fifo);
+    set("CUDA_HOSTCB_LIBCUDA", &fifo);
+    let (library, searched, _) = not_found(promptly(&fifo, driver_version));
+    assert_eq!(library, "libcuda.so.1");
+    assert_eq!(
+        searched,
+        [
+            format!(
+                "$CUDA_HOSTCB_LIBCUDA={}: is not a regular file (a FIFO)",
+                fifo.display()
+            ),
+            "no other place was searched, since the variable is set".to_owned(),
+        ]
+    );
     unset("CUDA_HOSTCB_LIBCUDA");
 
-    // The whole search, in its documented order.
-    let cuda_home = scratch.join("cuda");
-    set("CUDA_HOME", &cuda_home);
-    if !system_has("libcuda.so.1") {
-        let (library, searched, text) = not_found(CU_LAUNCH_HOST_FUNC.address());
-        println!("{text}");
-        assert_eq!(library, "libcuda.so.1");
-        assert_eq!(searched.len(), 4, "{searched:?}");
-        assert!(
-            searched[0].starts_with("libcuda.so.1 (system loader): dlopen failed: "),
-            "{searched:?}"
-        );
+    // Through a symbolic link, for each runtime variable.
+    let link = scratch.join("fifo/libcudart.so.13");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    for var in ["CUDA_HOSTCB_LIBCUDART_13", "CUDA_HOSTCB_LIBCUDART"] {
+        set(var, &link);
+        let (_, searched, _) = not_found(promptly(&fifo, || runtime_version(13)));
         assert_eq!(
-            searched[1],
-            format!("{}/lib64/libcuda.so.1: no such file", cuda_home.display())
+            searched[0],
+            format!("${var}={}: is not a regular file (a FIFO)", link.display())
         );
-        assert_eq!(
-            searched[2],
-            format!("{}/compat/libcuda.so.1: no such file", cuda_home.display())
-        );
-        assert_eq!(searched[3], "$CUDA_PATH: not set");
-        // Without the driver, an error code still becomes an error, named by a fallback.
-        match driver_result("cuLaunchHostFunc", 1) {
-            Err(Error::Cuda {
-                api: Api::Driver,
-                function: "cuLaunchHostFunc",
-                code: 1,
-                name,
-                description,
-            }) => {
-                assert_eq!(name, "an unknown CUresult");
-                assert_eq!(
-                    description,
-                    "no description, since libcuda.so.1 is not loaded"
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(driver_result("cuLaunchHostFunc", 0).unwrap(), ());
-        println!("SKIP driver resolution: this machine has no libcuda.so.1");
-        return;
+        unset(var);
     }
 
+    // A device and a folder.
+    set("CUDA_HOSTCB_LIBCUDART_12", "/dev/null");
+    let (_, searched, _) = not_found(promptly(&fifo, || runtime_version(12)));
+    assert_eq!(
+        searched[0],
+        "$CUDA_HOSTCB_LIBCUDART_12=/dev/null: is not a regular file (a character device)"
+    );
+    set("CUDA_HOSTCB_LIBCUDART_12", scratch);
+    let (_, searched, _) = not_found(promptly(&fifo, || runtime_version(12)));
+    assert_eq!(
+        searched[0],
+        format!(
+            "$CUDA_HOSTCB_LIBCUDART_12={}: is not a regular file (a folder)",
+            scratch.display()
+        )
+    );
+    unset("CUDA_HOSTCB_LIBCUDART_12");
+
+    // In a searched folder: the search names it and goes on. No system has a CUDA 99 runtime,
+    // so the system loader cannot end the search early.
+    let cuda_home = scratch.join("fifo-home");
+    let in_lib64 = cuda_home.join("lib64/libcudart.so.99");
+    mkfifo(&in_lib64);
+    set("CUDA_HOME", &cuda_home);
+    let (library, searched, _) = not_found(promptly(&in_lib64, || runtime_version(99)));
+    assert_eq!(library, "libcudart.so.99");
+    assert_eq!(
+        searched[1..3],
+        [
+            format!("{}: is not a regular file (a FIFO)", in_lib64.display()),
+            format!("{}/lib/libcudart.so.99: no such file", cuda_home.display()),
+        ],
+        "{searched:#?}"
+    );
+    unset("CUDA_HOME");
+    done()
+}
+
+/// A library that is not the driver is refused, with the reason.
+fn not_a_driver() -> Outcome {
+    const STEP: &str = "driver_refuses_a_library_that_is_not_the_driver";
+    clean_env();
+    let runtime = match runtime_13(STEP) {
+        Ok(path) => path,
+        Err(outcome) => return outcome,
+    };
+    set("CUDA_HOSTCB_LIBCUDA", runtime);
+    let (_, searched, _) = not_found(driver_version());
+    assert_eq!(
+        searched[0],
+        format!(
+            "$CUDA_HOSTCB_LIBCUDA={}: exports no cuGetProcAddress: the driver is older than CUDA 11.3, or the file is not libcuda",
+            runtime.display()
+        )
+    );
+    done()
+}
+
+/// Resolution through `cuGetProcAddress`, where a driver is installed.
+fn driver_resolution() -> Outcome {
+    clean_env();
+    if !system_has("libcuda.so.1") {
+        return cannot_run(
+            Lacks::Gpu,
+            "driver_resolution",
+            "no CUDA driver: the system loader finds no libcuda.so.1",
+        );
+    }
+    per_thread();
     let version = driver_version().unwrap();
+    println!("driver: CUDA {}", dotted(version));
     assert!(version >= 11030, "{version}");
     let launch = CU_LAUNCH_HOST_FUNC.address().unwrap();
     assert_eq!(
@@ -328,23 +791,34 @@ fn driver(scratch: &Path, not_a_driver: Option<&Path>) {
             current: DefaultStream::PerThread
         })
     ));
+    done()
 }
 
-fn runtime(scratch: &Path, wheel_lib: &Path) {
-    // An explicit path is the only file tried.
-    let missing = scratch.join("missing/libcudart.so.13");
+/// The runtime variables: each is the only file tried, the per-major one first, and a runtime
+/// of the wrong major is refused.
+fn runtime_explicit() -> Outcome {
+    const STEP: &str = "runtime_explicit_paths";
+    clean_env();
+    let runtime = match runtime_13(STEP) {
+        Ok(path) => path,
+        Err(outcome) => return outcome,
+    };
+    let missing = scratch().join("missing/libcudart.so.13");
     set("CUDA_HOSTCB_LIBCUDART", &missing);
     let (library, searched, text) = not_found(RT13_VERSION.address());
     assert_eq!(library, "libcudart.so.13");
     assert_eq!(
-        searched[0],
-        format!("$CUDA_HOSTCB_LIBCUDART={}: no such file", missing.display())
+        searched,
+        [
+            format!("$CUDA_HOSTCB_LIBCUDART={}: no such file", missing.display()),
+            "no other place was searched, since the variable is set".to_owned(),
+        ]
     );
     assert!(text.contains("set CUDA_HOSTCB_LIBCUDART_13"), "{text}");
 
     // The per-major variable wins over the generic one, for its major only.
     set("CUDA_HOSTCB_LIBCUDART_13", &missing);
-    set("CUDA_HOSTCB_LIBCUDART", wheel_lib);
+    set("CUDA_HOSTCB_LIBCUDART", runtime);
     let (_, searched, _) = not_found(RT13_VERSION.address());
     assert_eq!(
         searched[0],
@@ -354,23 +828,35 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
         )
     );
     unset("CUDA_HOSTCB_LIBCUDART_13");
-    set("CUDA_HOSTCB_LIBCUDART", &missing);
 
-    // An explicit runtime of the wrong major version is refused.
-    set("CUDA_HOSTCB_LIBCUDART", wheel_lib);
+    // An explicit runtime of the wrong major version is refused; it was opened through a
+    // symbolic link, which is fine.
+    let link = scratch().join("link/libcudart.so.12");
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(runtime, &link).unwrap();
+    set("CUDA_HOSTCB_LIBCUDART", &link);
     let (library, searched, _) = not_found(RT12_VERSION.address());
     assert_eq!(library, "libcudart.so.12");
-    assert_eq!(
-        searched[0],
-        format!(
-            "$CUDA_HOSTCB_LIBCUDART={}: it is the CUDA 13.0 runtime, not a CUDA 12.x one",
-            wheel_lib.display()
-        )
+    let prefix = format!(
+        "$CUDA_HOSTCB_LIBCUDART={}: it is the CUDA 13.",
+        link.display()
+    );
+    assert!(
+        searched[0].starts_with(&prefix) && searched[0].ends_with(" runtime, not a CUDA 12.x one"),
+        "{searched:?}"
     );
     unset("CUDA_HOSTCB_LIBCUDART");
+    done()
+}
 
-    // The whole search, in its documented order, finding nothing.
+/// The whole runtime search, in its documented order, finding nothing: for a CUDA 99 runtime,
+/// which no system has, so that the system loader cannot end it early.
+fn runtime_search() -> Outcome {
+    clean_env();
+    let scratch = scratch();
     let cuda_home = scratch.join("cuda");
+    set("CUDA_HOME", &cuda_home);
     let venv = scratch.join("venv");
     let site = venv.join("lib/python3.12/site-packages");
     std::fs::create_dir_all(&site).unwrap();
@@ -378,52 +864,65 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
     let python_path = [scratch.join("pp1"), scratch.join("pp2")];
     set("PYTHONPATH", env::join_paths(&python_path).unwrap());
     let home = scratch.join("home");
-    let wheel = "nvidia/cu13/lib/libcudart.so.13";
-    let system = system_has("libcudart.so.13");
-    if !system {
-        let (_, searched, text) = not_found(RT13_VERSION.address());
-        println!("{text}");
-        assert!(
-            searched[0].starts_with("libcudart.so.13 (system loader): dlopen failed: "),
-            "{searched:?}"
-        );
-        let expected = [
-            format!(
-                "{}/lib64/libcudart.so.13: no such file",
-                cuda_home.display()
-            ),
-            format!("{}/lib/libcudart.so.13: no such file", cuda_home.display()),
-            "$CUDA_PATH: not set".to_owned(),
-            format!("{}/{wheel}: no such file", site.display()),
-            "$CONDA_PREFIX: not set".to_owned(),
-            format!("{}/{wheel}: no such file", python_path[0].display()),
-            format!("{}/{wheel}: no such file", python_path[1].display()),
-            format!(
-                "{}/.local/lib/python3.*/site-packages/{wheel}: no such folder",
-                home.display()
-            ),
-        ];
-        assert_eq!(searched[1..=expected.len()], expected, "{searched:#?}");
-        let last = searched.last().unwrap();
-        assert!(
-            last.starts_with(&format!("/usr/lib/python3/dist-packages/{wheel}: ")),
-            "{last}"
-        );
-        assert!(
-            searched
-                .iter()
-                .any(|s| s.starts_with("/usr/local/lib/python3")),
-            "{searched:#?}"
-        );
-    } else {
-        println!("SKIP runtime search failure: the system loader finds libcudart.so.13");
-    }
+    let wheel = "nvidia/cu99/lib/libcudart.so.99";
+    let (library, searched, text) = not_found(runtime_version(99));
+    println!("{text}");
+    assert_eq!(library, "libcudart.so.99");
+    assert!(
+        searched[0].starts_with("libcudart.so.99 (system loader): dlopen failed: "),
+        "{searched:?}"
+    );
+    let expected = [
+        format!(
+            "{}/lib64/libcudart.so.99: no such file",
+            cuda_home.display()
+        ),
+        format!("{}/lib/libcudart.so.99: no such file", cuda_home.display()),
+        "$CUDA_PATH: not set".to_owned(),
+        format!("{}/{wheel}: no such file", site.display()),
+        "$CONDA_PREFIX: not set".to_owned(),
+        format!("{}/{wheel}: no such file", python_path[0].display()),
+        format!("{}/{wheel}: no such file", python_path[1].display()),
+        format!(
+            "{}/.local/lib/python3.*/site-packages/{wheel}: no such folder",
+            home.display()
+        ),
+    ];
+    assert_eq!(searched[1..=expected.len()], expected, "{searched:#?}");
+    let last = searched.last().unwrap();
+    assert!(
+        last.starts_with(&format!("/usr/lib/python3/dist-packages/{wheel}: ")),
+        "{last}"
+    );
+    assert!(
+        searched
+            .iter()
+            .any(|s| s.starts_with("/usr/local/lib/python3")),
+        "{searched:#?}"
+    );
+    assert!(text.contains("set CUDA_HOSTCB_LIBCUDART_99"), "{text}");
+    done()
+}
 
-    // Installed as pip installs it with --user, found through $HOME; eight threads race to load.
-    let user_site = home.join(".local/lib/python3.12/site-packages");
-    let user_lib = user_site.join(wheel);
+/// The runtime loads and runs, without a GPU: installed as pip installs it with `--user`, found
+/// through `$HOME` (or first by the system loader, where it finds one); eight threads race to
+/// load it.
+fn runtime_loading() -> Outcome {
+    const STEP: &str = "runtime_loading";
+    clean_env();
+    let runtime = match runtime_13(STEP) {
+        Ok(path) => path,
+        Err(outcome) => return outcome,
+    };
+    per_thread();
+    let home = scratch().join("home");
+    let user_lib = home.join(".local/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13");
     std::fs::create_dir_all(user_lib.parent().unwrap()).unwrap();
-    std::fs::copy(wheel_lib, &user_lib).unwrap();
+    std::fs::copy(runtime, &user_lib).unwrap();
+    let system = system_has("libcudart.so.13");
+    if system {
+        println!("the system loader finds libcudart.so.13, so that one is loaded");
+    }
     let barrier = Barrier::new(8);
     let outcomes: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..8)
@@ -446,11 +945,22 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
         assert_eq!(other.2.as_ref().ok(), launch.as_ref().ok());
         assert!(other.1.as_ref().is_err_and(Error::is_unavailable));
     }
-    let loaded = if system {
-        None
-    } else {
-        Some(user_lib.display().to_string())
+
+    // The resolved function runs, without a GPU.
+    let version_fn = version_fn.unwrap() as *const c_void;
+    // SAFETY: the address is cudaRuntimeGetVersion's, whose C type this is.
+    let get_version = unsafe {
+        std::mem::transmute::<*const c_void, unsafe extern "C" fn(*mut c_int) -> u32>(version_fn)
     };
+    let mut version: c_int = 0;
+    // SAFETY: `version` is valid for writes.
+    assert_eq!(unsafe { get_version(&mut version) }, 0);
+    let version = u32::try_from(version).unwrap();
+    assert_eq!(version / 1000, 13);
+    assert_eq!(runtime_version(13).unwrap(), version);
+    println!("runtime: CUDA {}", dotted(version));
+
+    let loaded = (!system).then(|| user_lib.display().to_string());
     match made_up {
         Err(e @ Error::Unavailable { .. }) => {
             assert_eq!(e.code(), None);
@@ -468,34 +978,21 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
                 (*api, *function, *needs),
                 (Api::Runtime { major: 13 }, "cudaNoSuchFunction", 13000)
             );
-            assert_eq!(found.map(|v| v / 1000), Some(13));
+            assert_eq!(*found, Some(version));
             if let Some(loaded) = &loaded {
                 assert_eq!(library, loaded);
-                assert_eq!(*found, Some(13000));
                 assert_eq!(
                     e.to_string(),
                     format!(
-                        "cudaNoSuchFunction is not available: the installed CUDA 13 runtime ({loaded}) is CUDA 13.0 and does not provide it, though it appeared in CUDA 13.0; it may have been removed, so use the API that replaces it"
+                        "cudaNoSuchFunction is not available: the installed CUDA 13 runtime ({loaded}) is CUDA {} and does not provide it, though it appeared in CUDA 13.0; it may have been removed, so use the API that replaces it",
+                        dotted(version)
                     )
                 );
             }
         }
         other => panic!("{other:?}"),
     }
-
-    // The resolved function runs, without a GPU.
-    let version_fn = version_fn.unwrap() as *const c_void;
-    // SAFETY: the address is cudaRuntimeGetVersion's, whose C type this is.
-    let get_version = unsafe {
-        std::mem::transmute::<*const c_void, unsafe extern "C" fn(*mut c_int) -> u32>(version_fn)
-    };
-    let mut version: c_int = 0;
-    // SAFETY: `version` is valid for writes.
-    assert_eq!(unsafe { get_version(&mut version) }, 0);
-    assert_eq!(version / 1000, 13);
-    assert_eq!(runtime_version(13).unwrap(), version as u32);
     if let Some(loaded) = &loaded {
-        assert_eq!(version, 13000);
         // The per-thread mode chose the _ptsz variant.
         let launch = launch.unwrap() as *const c_void;
         assert_eq!(
@@ -537,8 +1034,12 @@ fn runtime(scratch: &Path, wheel_lib: &Path) {
     set_default_stream(DefaultStream::PerThread).unwrap();
 
     // A loaded runtime stays loaded, whatever the environment says later.
-    set("CUDA_HOSTCB_LIBCUDART", &missing);
+    set(
+        "CUDA_HOSTCB_LIBCUDART",
+        scratch().join("missing/libcudart.so.13"),
+    );
     assert_eq!(RT13_VERSION.address().unwrap(), version_fn);
-    assert_eq!(runtime_version(13).unwrap(), version as u32);
+    assert_eq!(runtime_version(13).unwrap(), version);
     unset("CUDA_HOSTCB_LIBCUDART");
+    done()
 }

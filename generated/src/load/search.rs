@@ -1,5 +1,11 @@
 //! Where the CUDA libraries are looked for, and the loop that opens the first acceptable one,
 //! recording why each other candidate was passed over.
+//!
+//! Only a regular file (or a symbolic link to one) is handed to `dlopen` when a path is given,
+//! whether by an environment variable or by a searched folder: a FIFO would block the search
+//! forever, and a device or folder cannot be a library. Such a path is listed as `is not a
+//! regular file` in [`Error::LibraryNotFound`]. A bare name is passed to the system loader
+//! unchanged.
 
 use std::collections::HashSet;
 use std::env;
@@ -158,18 +164,24 @@ pub(super) fn open_first<T>(
                 continue;
             }
         };
-        let why = if file.components().count() > 1 && !file.exists() {
-            "no such file".to_owned()
+        // A bare name is the system loader's to find; a path must be a regular file (or a link
+        // to one), since `dlopen` would wait forever on a FIFO and read a device.
+        let refused = if file.components().count() > 1 {
+            not_openable(&file)
         } else {
+            None
+        };
+        let why = match refused {
+            Some(why) => why,
             // SAFETY: loading a CUDA library runs its initialisers, which expect nothing of the
             // caller; it is never unloaded while any of its functions may run.
-            match unsafe { Library::new(&file) } {
+            None => match unsafe { Library::new(&file) } {
                 Ok(lib) => match accept(lib, file.display().to_string()) {
                     Ok(loaded) => return Ok(loaded),
                     Err(why) => why,
                 },
                 Err(e) => dl_error(&e),
-            }
+            },
         };
         searched.push(format!("{label}: {why}"));
         if explicit {
@@ -178,6 +190,45 @@ pub(super) fn open_first<T>(
         }
     }
     Err(Error::LibraryNotFound { library, searched })
+}
+
+/// Why the file at `path` must not be handed to `dlopen`, or `None` when it is a regular file
+/// (links are followed).
+fn not_openable(path: &Path) -> Option<String> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => None,
+        Ok(meta) => Some(format!(
+            "is not a regular file ({})",
+            kind(&meta.file_type())
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("no such file".to_owned()),
+        Err(e) => Some(format!("cannot be examined: {e}")),
+    }
+}
+
+/// What a file that is not a regular file is, for messages.
+fn kind(file_type: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a FIFO";
+        }
+        if file_type.is_char_device() {
+            return "a character device";
+        }
+        if file_type.is_block_device() {
+            return "a block device";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+    }
+    if file_type.is_dir() {
+        "a folder"
+    } else {
+        "neither a file nor a folder"
+    }
 }
 
 /// A libloading error with the system's own reason (`dlerror`), which libloading keeps as its
