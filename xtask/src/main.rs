@@ -8,7 +8,7 @@
 mod bench;
 mod ci;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand};
 use hostcb_generator::Ctk;
 use hostcb_generator::emit::{self, GeneratedFile};
 use hostcb_generator::pipeline::{self, Options, Workspace};
+use hostcb_seal::{CTK_PLACEHOLDER, VerifyOptions, VerifyReport, VerifyRoot};
 
 #[derive(Parser)]
 #[command(
@@ -153,12 +154,7 @@ fn regen(
 
 fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {
     let started = Instant::now();
-    let paths = if paths.is_empty() {
-        vec![ws.generated()]
-    } else {
-        paths
-    };
-    let report = hostcb_seal::verify_paths(&paths)?;
+    let report = verify_report(&ws.generated(), paths)?;
     // The report lists each failure on its own line, then a summary.
     eprintln!("{report} ({:.3} s)", started.elapsed().as_secs_f64());
     if !report.is_ok() {
@@ -168,6 +164,36 @@ fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Verifies `paths` (default: the generated crate at `generated`). The generated crate's root,
+/// however it is spelled, must hold every target's sealed files; failures name the
+/// `cargo xtask regen --ctk` that fixes them.
+fn verify_report(generated: &Path, paths: Vec<PathBuf>) -> anyhow::Result<VerifyReport> {
+    let paths = if paths.is_empty() {
+        vec![generated.to_path_buf()]
+    } else {
+        paths
+    };
+    let generated = std::fs::canonicalize(generated).ok();
+    let roots: Vec<VerifyRoot> = paths
+        .into_iter()
+        .map(|path| {
+            let is_generated =
+                generated.is_some() && std::fs::canonicalize(&path).ok() == generated;
+            let root = VerifyRoot::new(path);
+            if is_generated {
+                root.expecting(emit::sealed_files())
+            } else {
+                root
+            }
+        })
+        .collect();
+    let options = VerifyOptions {
+        regen_command: format!("cargo xtask regen --ctk {CTK_PLACEHOLDER}"),
+        temp_prefix: Some(emit::TEMP_PREFIX.to_owned()),
+    };
+    Ok(hostcb_seal::verify_roots(&roots, &options)?)
 }
 
 fn check(ws: &Workspace, ctk: &str) -> anyhow::Result<()> {
@@ -202,4 +228,51 @@ fn check(ws: &Workspace, ctk: &str) -> anyhow::Result<()> {
         diffs.len(),
         stale.join(" && ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of the committed generated crate's sealed files under a temporary `generated/`.
+    fn copy_of_generated() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("generated");
+        let committed = Workspace::this().generated();
+        for file in emit::sealed_files() {
+            std::fs::create_dir_all(root.join(&file).parent().unwrap()).unwrap();
+            std::fs::copy(committed.join(&file), root.join(&file)).unwrap();
+        }
+        (dir, root)
+    }
+
+    #[test]
+    fn verify_expects_every_targets_files_in_the_generated_crate() {
+        let (_dir, root) = copy_of_generated();
+        let report = verify_report(&root, Vec::new()).unwrap();
+        assert!(report.is_ok(), "{report}");
+        assert_eq!(report.checked.len(), emit::sealed_files().len());
+
+        let gone = Path::new("src/bindings/ctk_13_5/runtime.rs");
+        std::fs::remove_file(root.join(gone)).unwrap();
+        // By default, and when the generated crate is named, however it is spelled.
+        for spelled in [None, Some(root.join("src/.."))] {
+            let paths: Vec<PathBuf> = spelled.iter().cloned().collect();
+            let report = verify_report(&root, paths).unwrap();
+            let lines: Vec<String> = report.failures.iter().map(|f| f.to_string()).collect();
+            let path = spelled.as_ref().unwrap_or(&root).join(gone);
+            assert_eq!(
+                lines,
+                [format!(
+                    "{}: is missing: it is one of the sealed files expected here; \
+                     regenerate with cargo xtask regen --ctk 13.5",
+                    path.display()
+                )],
+                "{report}"
+            );
+        }
+        // Another folder expects nothing.
+        let report = verify_report(&root, vec![root.join("src")]).unwrap();
+        assert!(report.is_ok(), "{report}");
+    }
 }

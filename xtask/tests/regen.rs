@@ -1,8 +1,11 @@
 //! `cargo xtask regen --out DIR`: a whole tree written elsewhere (a backport checkout), sealed,
 //! and a second run that writes nothing.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use hostcb_generator::Ctk;
+use hostcb_generator::emit;
 
 fn regen(out: &Path) -> String {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -29,18 +32,38 @@ fn regen_into_another_tree_twice() {
     for name in ["driver.rs", "runtime.rs", "provenance.toml"] {
         assert!(dir.join(name).is_file(), "{name} missing");
     }
-    let report = hostcb_seal::verify_paths(&[out.path().to_path_buf()]).unwrap();
+    // What regen wrote is what verify expects of the target.
+    let expected: Vec<PathBuf> = emit::sealed_files()
+        .into_iter()
+        .filter(|f| f.starts_with(emit::target_dir(Ctk::V12_9)))
+        .collect();
+    let options = hostcb_seal::VerifyOptions::default();
+    let report = hostcb_seal::verify_tree(out.path(), &expected, &options).unwrap();
     assert!(report.is_ok() && report.checked.len() == 3, "{report}");
     // No temporary file is left behind.
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|n| n.to_string_lossy().starts_with(".regen-"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+
+    // A regen killed while writing leaves a temporary file: verify skips it with a note, and the
+    // next regen removes it.
+    let driver = std::fs::read(dir.join("driver.rs")).unwrap();
+    let stale = dir.join(format!("{}Ab12Cd", emit::TEMP_PREFIX));
+    std::fs::write(&stale, &driver[..driver.len() / 2]).unwrap();
+    let report = hostcb_seal::verify_tree(out.path(), &expected, &options).unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.temporaries, [stale], "{report}");
     let second = regen(out.path());
     assert!(
         second.contains("regen: 3 files, 0 written, 3 unchanged"),
         "{second}"
     );
+    assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+}
+
+/// The names of the temporary files in `dir`.
+fn temporaries(dir: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with(emit::TEMP_PREFIX))
+        .collect()
 }

@@ -146,6 +146,15 @@ pub fn check_contents(bytes: &[u8]) -> Result<SealInfo, SealProblem> {
     })
 }
 
+/// The target recorded by the one seal line of `bytes`, if there is exactly one and it parses,
+/// whether or not the digest matches.
+pub(crate) fn seal_ctk(bytes: &[u8]) -> Option<String> {
+    let [(_, span)] = marker_lines(bytes).try_into().ok()?;
+    let line = &bytes[span];
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line::parse(line).ok().map(|parsed| parsed.ctk)
+}
+
 /// Whether `bytes` contain the marker anywhere.
 pub(crate) fn contains_marker(bytes: &[u8]) -> bool {
     marker_offsets(bytes).next().is_some()

@@ -40,7 +40,8 @@ mod write;
 
 pub use check::{SealInfo, SealProblem, check_contents};
 pub use verify::{
-    Failure, Problem, VerifyError, VerifyOptions, VerifyReport, verify_paths, verify_paths_with,
+    CTK_PLACEHOLDER, Failure, Problem, VerifyError, VerifyOptions, VerifyReport, VerifyRoot,
+    verify_paths, verify_paths_with, verify_roots, verify_tree,
 };
 pub use write::{SealError, seal};
 

@@ -1,27 +1,78 @@
-//! Verifying a tree: every file with the marker must carry a valid seal, and a file whose
-//! committed version (HEAD) was sealed must not have lost its seal.
+//! Verifying a tree: every file with the marker must carry a valid seal for the target its folder
+//! names, every file the caller expects must be there, nothing in the tree may be a symbolic link
+//! or a special file, and a file whose committed version (HEAD) was sealed must neither have lost
+//! its seal nor be gone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::io::{self, Read};
+use std::path::{Component, Path, PathBuf};
 
-use crate::check::{SealProblem, check_contents, contains_marker};
+use crate::check::{SealProblem, check_contents, contains_marker, seal_ctk};
 use crate::git::{self, Unavailable};
+
+/// The placeholder in [`VerifyOptions::regen_command`] replaced by the failing file's target.
+pub const CTK_PLACEHOLDER: &str = "{ctk}";
 
 /// How [`verify_paths_with`] reports and what it tells people to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyOptions {
-    /// The command that regenerates the sealed files, named in every failure.
+    /// The command that regenerates the sealed files, named in every failure. Each
+    /// [`CTK_PLACEHOLDER`] in it is replaced by the failing file's target: the one its folder
+    /// names (`ctk_12_9` → `12.9`), else the one its seal records, else `all`.
     pub regen_command: String,
+    /// Files whose name starts with this (in a walked directory) are temporary files left by an
+    /// interrupted regeneration: never opened, only listed in [`VerifyReport::temporaries`] and
+    /// noted. `None` treats them like any other file.
+    pub temp_prefix: Option<String>,
 }
 
 impl Default for VerifyOptions {
     fn default() -> Self {
         Self {
-            regen_command: "cargo xtask regen".to_owned(),
+            regen_command: format!("cargo xtask regen --ctk {CTK_PLACEHOLDER}"),
+            temp_prefix: Some(".regen-".to_owned()),
         }
+    }
+}
+
+impl VerifyOptions {
+    /// The regeneration command for the target `ctk`.
+    fn regen(&self, ctk: &str) -> String {
+        self.regen_command.replace(CTK_PLACEHOLDER, ctk)
+    }
+
+    fn is_temporary(&self, name: &std::ffi::OsStr) -> bool {
+        self.temp_prefix
+            .as_deref()
+            .is_some_and(|prefix| name.as_encoded_bytes().starts_with(prefix.as_bytes()))
+    }
+}
+
+/// One path to verify, and the files that must exist below it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyRoot {
+    /// A file, or a directory walked recursively.
+    pub path: PathBuf,
+    /// Paths relative to `path` (a directory) of files that must exist there, as regular files
+    /// carrying a valid seal, whether or not the walk would reach them.
+    pub expected: Vec<PathBuf>,
+}
+
+impl VerifyRoot {
+    /// `path`, with no expected files.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            expected: Vec::new(),
+        }
+    }
+
+    /// `self`, whose directory must contain the files `expected` (relative paths).
+    pub fn expecting(mut self, expected: impl IntoIterator<Item = impl Into<PathBuf>>) -> Self {
+        self.expected = expected.into_iter().map(Into::into).collect();
+        self
     }
 }
 
@@ -33,6 +84,25 @@ pub enum Problem {
     Seal(SealProblem),
     /// The file has no marker, but its committed version (HEAD) is sealed.
     LostSeal,
+    /// The path is a symbolic link or a special file (FIFO, socket, device), or a directory
+    /// where a file is expected. It was not opened.
+    NotRegular {
+        /// What it is, with an article: `a symbolic link`, `a FIFO`, ….
+        kind: &'static str,
+    },
+    /// A file the caller expects ([`VerifyRoot::expected`]) does not exist.
+    Missing,
+    /// The committed version (HEAD) has this file sealed, the work tree has no such file.
+    Deleted,
+    /// The seal is valid but records another target than the folder holding the file names.
+    WrongTarget {
+        /// The target the seal records.
+        seal: String,
+        /// The folder's name, e.g. `ctk_12_9`.
+        folder: String,
+        /// The target the folder names, e.g. `12.9`.
+        expected: String,
+    },
 }
 
 impl Problem {
@@ -43,6 +113,19 @@ impl Problem {
                 "lost its seal: the committed version (HEAD) is sealed, this one has no seal line"
                     .to_owned()
             }
+            Self::NotRegular { kind } => {
+                format!("is {kind}, not a regular file, so it was not read")
+            }
+            Self::Missing => "is missing: it is one of the sealed files expected here".to_owned(),
+            Self::Deleted => {
+                "is missing: the committed version (HEAD) has it sealed, the work tree has no such file"
+                    .to_owned()
+            }
+            Self::WrongTarget {
+                seal,
+                folder,
+                expected,
+            } => format!("sealed for ctk={seal}, but its folder {folder} holds ctk={expected}"),
         }
     }
 
@@ -52,6 +135,15 @@ impl Problem {
             Self::LostSeal => format!(
                 "regenerate with {regen} (a file meant to become hand-written passes once committed without its seal)"
             ),
+            Self::NotRegular { .. } => {
+                format!(
+                    "if it stands in for a generated file, delete it and regenerate with {regen}"
+                )
+            }
+            Self::Deleted => format!(
+                "regenerate with {regen} (or commit the deletion if the file is meant to go)"
+            ),
+            Self::Missing | Self::WrongTarget { .. } => format!("regenerate with {regen}"),
         }
     }
 }
@@ -82,13 +174,18 @@ impl fmt::Display for Failure {
 /// What [`verify_paths`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VerifyReport {
-    /// Files that contain the marker and were checked (including those that failed), sorted.
+    /// Files that contain the marker, or are expected to, and were checked (including those that
+    /// failed), sorted.
     pub checked: Vec<PathBuf>,
     /// Files without the marker: hand-written, not checked (beyond the lost-seal check), sorted.
     pub hand_written: Vec<PathBuf>,
-    /// Files that failed, in path order.
+    /// Temporary files of an interrupted regeneration ([`VerifyOptions::temp_prefix`]): not
+    /// opened, sorted.
+    pub temporaries: Vec<PathBuf>,
+    /// Files that failed, in path order, each once.
     pub failures: Vec<Failure>,
-    /// Checks that could not run (no git, no repository, no commit), one line each.
+    /// Checks that could not run (no git, no repository, no commit) and skipped files, one line
+    /// each.
     pub notes: Vec<String>,
 }
 
@@ -133,59 +230,152 @@ pub enum VerifyError {
 
 /// Verifies the seals of the files at `paths`, with [`VerifyOptions::default`].
 ///
-/// See [`verify_paths_with`].
+/// See [`verify_roots`].
 pub fn verify_paths(paths: &[PathBuf]) -> Result<VerifyReport, VerifyError> {
     verify_paths_with(paths, &VerifyOptions::default())
 }
 
-/// Verifies the seals of the files at `paths`: files, and directories walked recursively in
-/// sorted order, skipping `target` and hidden (`.`-prefixed) directories below them.
-///
-/// A file that contains the marker must pass [`check_contents`]. A file without it is
-/// hand-written and skipped, unless git's committed version (HEAD) of it contains the marker:
-/// then it lost its seal. That check runs one `git grep` per repository; where git, the
-/// repository or its HEAD is missing it is skipped and noted in [`VerifyReport::notes`].
+/// Verifies the seals of the files at `paths`, expecting no particular files. See
+/// [`verify_roots`].
 pub fn verify_paths_with(
     paths: &[PathBuf],
     options: &VerifyOptions,
 ) -> Result<VerifyReport, VerifyError> {
-    // Each file, and the index of the path it was found under.
+    let roots: Vec<VerifyRoot> = paths.iter().map(VerifyRoot::new).collect();
+    verify_roots(&roots, options)
+}
+
+/// Verifies the directory `root`, which must contain the files `expected` (paths relative to
+/// it). See [`verify_roots`].
+pub fn verify_tree(
+    root: &Path,
+    expected: &[PathBuf],
+    options: &VerifyOptions,
+) -> Result<VerifyReport, VerifyError> {
+    verify_roots(
+        &[VerifyRoot::new(root).expecting(expected.iter().cloned())],
+        options,
+    )
+}
+
+/// Verifies the files at `roots`: files, and directories walked recursively in sorted order,
+/// skipping `target` and hidden (`.`-prefixed) directories below them.
+///
+/// - Nothing but regular files is ever opened: a symbolic link, FIFO, socket or device, found in
+///   a walk or named directly, fails as [`Problem::NotRegular`]. (A root that is a symbolic link
+///   to a directory is walked: the caller chose it.)
+/// - A file that contains the marker must pass [`check_contents`], and if the folder holding it
+///   is named `ctk_<major>_<minor>`, its seal must record `ctk=<major>.<minor>`.
+/// - Each root's [`expected`](VerifyRoot::expected) files must exist and be sealed.
+/// - Files named with [`VerifyOptions::temp_prefix`] in a walked directory are skipped with a
+///   note.
+/// - A file without the marker is hand-written and skipped, unless git's committed version
+///   (HEAD) of it contains the marker: then it lost its seal. A file that HEAD has sealed below
+///   a directory root but that no longer exists fails too. These checks run one `git grep` per
+///   repository; where git, the repository or its HEAD is missing they are skipped and noted in
+///   [`VerifyReport::notes`].
+///
+/// Each failing file is reported once, with its first problem.
+pub fn verify_roots(
+    roots: &[VerifyRoot],
+    options: &VerifyOptions,
+) -> Result<VerifyReport, VerifyError> {
+    let mut report = VerifyReport::default();
+    let mut failures: BTreeMap<PathBuf, Failure> = BTreeMap::new();
+    let mut fail = |path: PathBuf, problem: Problem, ctk: String| {
+        failures
+            .entry(path.clone())
+            .or_insert_with(|| failure(path, problem, &ctk, options));
+    };
+
+    // Each file, and the index of the root it was found under.
     let mut files = BTreeMap::new();
-    for (root, path) in paths.iter().enumerate() {
-        let metadata = fs::metadata(path).map_err(|error| io_error(path, error))?;
-        if metadata.is_dir() {
-            walk(path, root, &mut files)?;
+    let mut expected = BTreeSet::new();
+    let mut dir_roots = BTreeSet::new();
+    for (index, root) in roots.iter().enumerate() {
+        let path = &root.path;
+        let metadata = fs::symlink_metadata(path).map_err(|error| io_error(path, error))?;
+        let is_dir = metadata.is_dir()
+            || (metadata.file_type().is_symlink() && fs::metadata(path).is_ok_and(|m| m.is_dir()));
+        if is_dir {
+            dir_roots.insert(index);
+            walk(path, index, options, &mut files, &mut report.temporaries)?;
         } else {
-            files.entry(path.clone()).or_insert(root);
+            files.entry(path.clone()).or_insert(index);
+        }
+        for relative in &root.expected {
+            let file = path.join(relative);
+            match fs::symlink_metadata(&file) {
+                Ok(_) => {
+                    files.entry(file.clone()).or_insert(index);
+                    expected.insert(file);
+                }
+                Err(error) if is_absent(&error) => {
+                    let ctk = target_of(&file, None);
+                    fail(file, Problem::Missing, ctk);
+                }
+                Err(error) => return Err(io_error(&file, error)),
+            }
         }
     }
+    for temporary in &report.temporaries {
+        report.notes.push(format!(
+            "skipped {}: a temporary file left by an interrupted regen; delete it, or rerun {}, which removes it",
+            temporary.display(),
+            options.regen(&target_of(temporary, None))
+        ));
+    }
 
-    let mut report = VerifyReport::default();
     let mut hand_written = Vec::new();
     for (path, root) in files {
-        let bytes = fs::read(&path).map_err(|error| io_error(&path, error))?;
+        let bytes = match read_regular(&path).map_err(|error| io_error(&path, error))? {
+            Ok(bytes) => bytes,
+            Err(kind) => {
+                let ctk = target_of(&path, None);
+                fail(path, Problem::NotRegular { kind }, ctk);
+                continue;
+            }
+        };
         if !contains_marker(&bytes) {
-            hand_written.push((path, root));
+            if expected.contains(&path) {
+                let ctk = target_of(&path, None);
+                fail(path.clone(), Problem::Seal(SealProblem::Missing), ctk);
+                report.checked.push(path);
+            } else {
+                hand_written.push((path, root));
+            }
             continue;
         }
-        if let Err(problem) = check_contents(&bytes) {
-            report
-                .failures
-                .push(failure(path.clone(), Problem::Seal(problem), options));
+        let ctk = target_of(&path, Some(&bytes));
+        match check_contents(&bytes) {
+            Err(problem) => fail(path.clone(), Problem::Seal(problem), ctk),
+            Ok(info) => match folder_target(&path) {
+                Some((folder, expected)) if info.ctk != expected => {
+                    let problem = Problem::WrongTarget {
+                        seal: info.ctk,
+                        folder,
+                        expected,
+                    };
+                    fail(path.clone(), problem, ctk);
+                }
+                _ => {}
+            },
         }
         report.checked.push(path);
     }
 
-    for (path, problem) in lost_seals(paths, &hand_written, &mut report.notes) {
-        report.failures.push(failure(path, problem, options));
+    for (path, problem) in head_checks(roots, &dir_roots, &hand_written, options, &mut report.notes)
+    {
+        let ctk = target_of(&path, None);
+        fail(path, problem, ctk);
     }
-    report.failures.sort_by(|a, b| a.path.cmp(&b.path));
+    report.failures = failures.into_values().collect();
     report.hand_written = hand_written.into_iter().map(|(path, _)| path).collect();
     Ok(report)
 }
 
-fn failure(path: PathBuf, problem: Problem, options: &VerifyOptions) -> Failure {
-    let fix = problem.fix(&options.regen_command);
+fn failure(path: PathBuf, problem: Problem, ctk: &str, options: &VerifyOptions) -> Failure {
+    let fix = problem.fix(&options.regen(ctk));
     Failure { path, problem, fix }
 }
 
@@ -196,55 +386,175 @@ fn io_error(path: &Path, error: io::Error) -> VerifyError {
     }
 }
 
-/// Adds the files under `dir` to `files`, sorted, skipping `target`, hidden directories and
-/// symbolic links.
-fn walk(dir: &Path, root: usize, files: &mut BTreeMap<PathBuf, usize>) -> Result<(), VerifyError> {
+/// Whether `error` says that the path does not exist (or a folder on the way is a file).
+fn is_absent(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+/// The target to regenerate `path` with: the one its folder names, else the one its seal
+/// records, else `all`.
+fn target_of(path: &Path, bytes: Option<&[u8]>) -> String {
+    folder_target(path)
+        .map(|(_, ctk)| ctk)
+        .or_else(|| bytes.and_then(seal_ctk))
+        .unwrap_or_else(|| "all".to_owned())
+}
+
+/// The folder holding `path`, if it is named `ctk_<major>_<minor>`, and that target,
+/// `<major>.<minor>`.
+fn folder_target(path: &Path) -> Option<(String, String)> {
+    let parent = path.parent().unwrap_or(Path::new(""));
+    let name = match parent.components().next_back() {
+        Some(Component::Normal(name)) => name.to_owned(),
+        // `.`, `..` or nothing: ask the file system for the folder's real name.
+        _ => {
+            let dir = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            fs::canonicalize(dir).ok()?.file_name()?.to_owned()
+        }
+    };
+    let name = name.to_str()?;
+    let (major, minor) = name.strip_prefix("ctk_")?.split_once('_')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(major) && digits(minor)).then(|| (name.to_owned(), format!("{major}.{minor}")))
+}
+
+/// What a file type is, if not a regular file.
+fn irregular(file_type: fs::FileType) -> Option<&'static str> {
+    if file_type.is_file() {
+        return None;
+    }
+    if file_type.is_symlink() {
+        return Some("a symbolic link");
+    }
+    if file_type.is_dir() {
+        return Some("a directory");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return Some("a FIFO");
+        }
+        if file_type.is_socket() {
+            return Some("a socket");
+        }
+        if file_type.is_block_device() {
+            return Some("a block device");
+        }
+        if file_type.is_char_device() {
+            return Some("a character device");
+        }
+    }
+    Some("a special file")
+}
+
+/// The bytes of `path` if it is a regular file, else what it is. Never follows a symbolic link
+/// and never blocks on a FIFO: the type is checked before opening, and on Unix the file is opened
+/// with `O_NOFOLLOW | O_NONBLOCK` and checked again once open, so a file swapped in between is
+/// caught too.
+fn read_regular(path: &Path) -> io::Result<Result<Vec<u8>, &'static str>> {
+    if let Some(kind) = irregular(fs::symlink_metadata(path)?.file_type()) {
+        return Ok(Err(kind));
+    }
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let mut file = match options.open(path) {
+        Ok(file) => file,
+        #[cfg(unix)]
+        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
+            return Ok(Err("a symbolic link"));
+        }
+        Err(error) => return Err(error),
+    };
+    let metadata = file.metadata()?;
+    if let Some(kind) = irregular(metadata.file_type()) {
+        return Ok(Err(kind));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok(Ok(bytes))
+}
+
+/// Whether a directory named `name` is skipped by the walk.
+fn is_skipped_dir(name: &std::ffi::OsStr) -> bool {
+    name == "target" || name.as_encoded_bytes().starts_with(b".")
+}
+
+/// Adds everything under `dir` that is not a directory to `files`, sorted, skipping `target` and
+/// hidden directories; symbolic links are added, never followed. Temporary files go to
+/// `temporaries` instead.
+fn walk(
+    dir: &Path,
+    root: usize,
+    options: &VerifyOptions,
+    files: &mut BTreeMap<PathBuf, usize>,
+    temporaries: &mut Vec<PathBuf>,
+) -> Result<(), VerifyError> {
     let mut entries = fs::read_dir(dir)
         .and_then(|entries| entries.collect::<io::Result<Vec<_>>>())
         .map_err(|error| io_error(dir, error))?;
     entries.sort_by_key(|entry| entry.file_name());
     for entry in entries {
         let path = entry.path();
+        let name = entry.file_name();
         let file_type = entry.file_type().map_err(|error| io_error(&path, error))?;
         if file_type.is_dir() {
-            let name = entry.file_name();
-            if name == "target" || name.as_encoded_bytes().starts_with(b".") {
-                continue;
+            if !is_skipped_dir(&name) {
+                walk(&path, root, options, files, temporaries)?;
             }
-            walk(&path, root, files)?;
-        } else if file_type.is_file() {
+        } else if options.is_temporary(&name) {
+            if !temporaries.contains(&path) {
+                temporaries.push(path);
+            }
+        } else {
             files.entry(path).or_insert(root);
         }
     }
     Ok(())
 }
 
-/// The hand-written files whose committed version (HEAD) is sealed, with one `git grep` per
-/// repository. Checks that cannot run are noted in `notes`.
-fn lost_seals(
-    roots: &[PathBuf],
+/// What git's HEAD says: the hand-written files whose committed version is sealed, and the files
+/// HEAD has sealed below a directory root that no longer exist. One `git grep` per repository;
+/// checks that cannot run are noted in `notes`.
+fn head_checks(
+    roots: &[VerifyRoot],
+    dir_roots: &BTreeSet<usize>,
     hand_written: &[(PathBuf, usize)],
+    options: &VerifyOptions,
     notes: &mut Vec<String>,
 ) -> Vec<(PathBuf, Problem)> {
-    let mut lost = Vec::new();
-    let asked: BTreeSet<usize> = hand_written.iter().map(|(_, root)| *root).collect();
+    let mut found = Vec::new();
+    let mut asked: BTreeSet<usize> = hand_written.iter().map(|(_, root)| *root).collect();
+    asked.extend(dir_roots);
     if asked.is_empty() {
-        return lost;
+        return found;
     }
 
     // Each root's repository, and the root relative to it.
     let mut located: BTreeMap<usize, (PathBuf, String)> = BTreeMap::new();
     for root in asked {
-        let path = &roots[root];
+        let path = &roots[root].path;
         let toplevel = match git::toplevel_of(path) {
             Ok(toplevel) => toplevel,
             Err(Unavailable::NoGit(why)) => {
-                notes.push(format!("lost-seal check skipped: {why}"));
-                return lost;
+                notes.push(format!("HEAD checks skipped: {why}"));
+                return found;
             }
             Err(Unavailable::NoRepo(why)) => {
                 notes.push(format!(
-                    "lost-seal check skipped for {}: not in a git work tree ({why})",
+                    "HEAD checks (lost seals, deleted files) skipped for {}: not in a git work tree ({why})",
                     path.display()
                 ));
                 continue;
@@ -258,7 +568,7 @@ fn lost_seals(
                 located.insert(root, (toplevel, relative));
             }
             None => notes.push(format!(
-                "lost-seal check skipped for {}: cannot place it in the repository at {}",
+                "HEAD checks skipped for {}: cannot place it in the repository at {}",
                 path.display(),
                 toplevel.display()
             )),
@@ -274,7 +584,7 @@ fn lost_seals(
             Ok(sealed) => sealed,
             Err(why) => {
                 notes.push(format!(
-                    "lost-seal check skipped for the repository at {}: {why}",
+                    "HEAD checks skipped for the repository at {}: {why}",
                     toplevel.display()
                 ));
                 continue;
@@ -287,16 +597,47 @@ fn lost_seals(
             if repo != toplevel {
                 continue;
             }
-            let Ok(below_root) = path.strip_prefix(&roots[*root]) else {
+            let Ok(below_root) = path.strip_prefix(&roots[*root].path) else {
                 continue;
             };
             let in_repo = Path::new(root_relative).join(below_root);
             if git::repo_relative(Path::new(""), &in_repo)
                 .is_some_and(|name| sealed.contains(&name))
             {
-                lost.push((path.clone(), Problem::LostSeal));
+                found.push((path.clone(), Problem::LostSeal));
+            }
+        }
+        for root in dir_roots {
+            let Some((repo, root_relative)) = located.get(root) else {
+                continue;
+            };
+            if repo != toplevel {
+                continue;
+            }
+            for name in &sealed {
+                let below = if root_relative.is_empty() {
+                    Some(name.as_str())
+                } else {
+                    name.strip_prefix(root_relative.as_str())
+                        .and_then(|rest| rest.strip_prefix('/'))
+                };
+                let Some(below) = below else { continue };
+                let below = Path::new(below);
+                let walked = below
+                    .parent()
+                    .is_none_or(|dirs| !dirs.iter().any(is_skipped_dir))
+                    && !below
+                        .file_name()
+                        .is_some_and(|name| options.is_temporary(name));
+                if !walked {
+                    continue;
+                }
+                let path = roots[*root].path.join(below);
+                if fs::symlink_metadata(&path).is_err_and(|error| is_absent(&error)) {
+                    found.push((path, Problem::Deleted));
+                }
             }
         }
     }
-    lost
+    found
 }

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use hostcb_seal::{
-    Problem, SealProblem, VerifyError, VerifyOptions, marker, seal, verify_paths, verify_paths_with,
+    Problem, SealProblem, VerifyError, VerifyOptions, VerifyRoot, marker, seal, verify_paths,
+    verify_paths_with, verify_roots, verify_tree,
 };
 
 fn write(path: &Path, contents: &str) {
@@ -108,8 +109,9 @@ fn verifies_a_mixed_tree() {
         )),
         "{line}"
     );
+    // No folder names the target: the fix names the one the seal records.
     assert!(
-        line.ends_with("; regenerate with cargo xtask regen"),
+        line.ends_with("; regenerate with cargo xtask regen --ctk 12.9"),
         "{line}"
     );
     // A temporary directory is not in a git work tree: the lost-seal check is noted as skipped.
@@ -136,6 +138,7 @@ fn explicit_files_are_checked_even_in_skipped_directories() {
     ];
     let options = VerifyOptions {
         regen_command: "make regen".to_owned(),
+        ..VerifyOptions::default()
     };
     let report = verify_paths_with(&paths, &options).unwrap();
     assert_eq!(report.checked, paths);
@@ -207,7 +210,10 @@ fn a_committed_sealed_file_that_lost_its_seal_fails() {
             line.starts_with(&format!("{}: lost its seal", x.display())),
             "{line}"
         );
-        assert!(line.contains("regenerate with cargo xtask regen"), "{line}");
+        assert!(
+            line.contains("regenerate with cargo xtask regen --ctk all"),
+            "{line}"
+        );
     }
 
     // Once the unsealed file is committed, it is hand-written.
@@ -248,4 +254,268 @@ fn relative_paths_find_their_repository() {
     assert_eq!(report.failures.len(), 1, "{report}");
     assert_eq!(report.failures[0].path, relative.join("x.rs"));
     assert_eq!(report.failures[0].problem, Problem::LostSeal);
+}
+
+/// Runs `f` on another thread and fails the test if it has not returned within `seconds`:
+/// verify must never block on a FIFO, so a regression fails here rather than hanging.
+fn within<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(f());
+    });
+    receive
+        .recv_timeout(std::time::Duration::from_secs(seconds))
+        .unwrap_or_else(|_| panic!("verify did not return within {seconds} s (blocked on a FIFO?)"))
+}
+
+/// Makes a FIFO at `path` with `mkfifo`.
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let status = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("these tests need `mkfifo` on PATH");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// The one failure of `report`, as the line verify prints.
+fn only_failure(report: &hostcb_seal::VerifyReport) -> String {
+    assert_eq!(report.failures.len(), 1, "{report}");
+    report.failures[0].to_string()
+}
+
+#[cfg(unix)]
+#[test]
+fn a_sealed_file_replaced_by_a_symlink_to_an_edited_copy_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("tree");
+    write(&root.join("ctk_12_9/a.rs"), &sealed("pub fn a() {}"));
+    // The copy is edited and sealed again, so it checks on its own.
+    let copy = dir.path().join("elsewhere/a.rs");
+    write(&copy, &sealed("pub fn a() { evil() }"));
+    let link = root.join("ctk_12_9/b.rs");
+    std::os::unix::fs::symlink(&copy, &link).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("linked")).unwrap();
+
+    let report = verify_paths(std::slice::from_ref(&root)).unwrap();
+    assert_eq!(report.failures.len(), 2, "{report}");
+    let lines: Vec<String> = report.failures.iter().map(|f| f.to_string()).collect();
+    assert!(
+        lines[0].starts_with(&format!("{}: is a symbolic link", link.display())),
+        "{report}"
+    );
+    assert!(lines[0].contains("--ctk 12.9"), "{report}");
+    assert!(
+        lines[1].starts_with(&format!(
+            "{}: is a symbolic link",
+            root.join("linked").display()
+        )),
+        "{report}"
+    );
+    // Named directly, the link fails too.
+    let line = only_failure(&verify_paths(std::slice::from_ref(&link)).unwrap());
+    assert!(line.contains("is a symbolic link"), "{line}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_socket_in_the_tree_fails_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    write(&root.join("ctk_12_9/a.rs"), &sealed("pub fn a() {}"));
+    let fifo = root.join("ctk_12_9/driver.rs");
+    mkfifo(&fifo);
+    let socket = root.join("ctk_12_9/s.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+
+    let report = within(10, move || verify_paths(&[root]).unwrap());
+    assert_eq!(report.failures.len(), 2, "{report}");
+    assert_eq!(report.failures[0].path, fifo);
+    assert!(
+        report.failures[0].to_string().contains("is a FIFO"),
+        "{report}"
+    );
+    assert_eq!(report.failures[1].path, socket);
+    assert!(
+        report.failures[1].to_string().contains("is a socket"),
+        "{report}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_device_given_directly_fails_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("ctk_13_0/driver.rs");
+    mkfifo(&fifo);
+    let paths = vec![fifo.clone(), PathBuf::from("/dev/null")];
+    let report = within(10, move || verify_paths(&paths).unwrap());
+    assert_eq!(report.failures.len(), 2, "{report}");
+    // Failures come in path order.
+    let line = report.failures[0].to_string();
+    assert!(
+        line.starts_with("/dev/null: is a character device"),
+        "{line}"
+    );
+    let line = report.failures[1].to_string();
+    assert!(
+        line.starts_with(&format!("{}: is a FIFO", fifo.display())),
+        "{line}"
+    );
+    assert!(line.contains("--ctk 13.0"), "{line}");
+}
+
+#[test]
+fn a_seal_for_another_target_fails_in_a_target_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    let for_13_0 = |body: &str| {
+        seal(
+            &format!("// @generated, do not edit\n{body}\n"),
+            "13.0",
+            "//",
+        )
+        .unwrap()
+    };
+    write(
+        &root.join("src/ctk_13_0/driver.rs"),
+        &for_13_0("pub fn d() {}"),
+    );
+    write(
+        &root.join("src/ctk_12_9/driver.rs"),
+        &for_13_0("pub fn d() {}"),
+    );
+    write(
+        &root.join("src/ctk_12_9/provenance.toml"),
+        &seal("# @generated\n[x]\n", "all", "#").unwrap(),
+    );
+    write(&root.join("src/other/x.rs"), &for_13_0("pub fn x() {}"));
+
+    let report = verify_paths(std::slice::from_ref(&root)).unwrap();
+    assert_eq!(report.failures.len(), 2, "{report}");
+    let line = report.failures[0].to_string();
+    assert!(
+        line.starts_with(&format!(
+            "{}: sealed for ctk=13.0, but its folder ctk_12_9 holds ctk=12.9",
+            root.join("src/ctk_12_9/driver.rs").display()
+        )),
+        "{line}"
+    );
+    assert!(
+        line.ends_with("regenerate with cargo xtask regen --ctk 12.9"),
+        "{line}"
+    );
+    assert_eq!(
+        report.failures[1].path,
+        root.join("src/ctk_12_9/provenance.toml")
+    );
+    assert!(
+        report.failures[1]
+            .to_string()
+            .contains("sealed for ctk=all"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_deleted_committed_sealed_file_fails() {
+    let dir = committed_repo();
+    let root = dir.path();
+    let x = root.join("gen/x.rs");
+    fs::remove_file(&x).unwrap();
+    for paths in [vec![root.to_owned()], vec![root.join("gen")]] {
+        let report = verify_paths(&paths).unwrap();
+        let line = only_failure(&report);
+        assert_eq!(report.failures[0].path, x);
+        assert!(
+            line.starts_with(&format!("{}: is missing", x.display())),
+            "{line}"
+        );
+        assert!(line.contains("HEAD"), "{line}");
+    }
+    // A deletion that is committed is meant.
+    git(root, &["commit", "-q", "-a", "-m", "x is gone"]);
+    let after = verify_paths(&[root.to_owned()]).unwrap();
+    assert!(after.is_ok(), "{after}");
+}
+
+#[test]
+fn leftover_regen_temporaries_are_skipped_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    let full = sealed("pub fn a() {}");
+    write(&root.join("ctk_12_9/a.rs"), &full);
+    // A regen killed halfway through writing its temporary file.
+    let temp = root.join("ctk_12_9/.regen-Ab12Cd");
+    write(&temp, &full[..full.len() - 4]);
+
+    let report = verify_paths(std::slice::from_ref(&root)).unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.checked, [root.join("ctk_12_9/a.rs")]);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|note| note.contains(&temp.display().to_string())
+                && note.contains("interrupted regen")),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_missing_expected_file_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    write(&root.join("ctk_12_9/driver.rs"), &sealed("pub fn d() {}"));
+    write(&root.join("ctk_12_9/notes.rs"), "// hand-written\n");
+    let expected: Vec<PathBuf> = [
+        "ctk_12_9/driver.rs",
+        "ctk_12_9/runtime.rs",
+        "ctk_12_9/notes.rs",
+        "ctk_13_0/driver.rs",
+    ]
+    .map(PathBuf::from)
+    .to_vec();
+
+    let report = verify_tree(&root, &expected, &VerifyOptions::default()).unwrap();
+    let lines: Vec<String> = report.failures.iter().map(|f| f.to_string()).collect();
+    assert_eq!(lines.len(), 3, "{report}");
+    assert_eq!(
+        lines[0],
+        format!(
+            "{}: has no seal line (no `{}` line); regenerate with cargo xtask regen --ctk 12.9",
+            root.join("ctk_12_9/notes.rs").display(),
+            marker()
+        )
+    );
+    assert_eq!(
+        lines[1],
+        format!(
+            "{}: is missing: it is one of the sealed files expected here; \
+             regenerate with cargo xtask regen --ctk 12.9",
+            root.join("ctk_12_9/runtime.rs").display()
+        )
+    );
+    assert_eq!(report.failures[2].path, root.join("ctk_13_0/driver.rs"));
+    assert_eq!(report.failures[2].problem, Problem::Missing);
+    assert!(lines[2].ends_with("--ctk 13.0"), "{report}");
+    assert_eq!(
+        report.checked,
+        [
+            root.join("ctk_12_9/driver.rs"),
+            root.join("ctk_12_9/notes.rs")
+        ]
+    );
+
+    // The expectation belongs to its root: the same folder named without it passes.
+    let report = verify_roots(
+        &[
+            VerifyRoot::new(root.join("ctk_12_9")),
+            VerifyRoot::new(&root).expecting(["ctk_12_9/driver.rs"]),
+        ],
+        &VerifyOptions::default(),
+    )
+    .unwrap();
+    assert!(report.is_ok(), "{report}");
 }
