@@ -238,7 +238,7 @@ mod tests {
     fn copy_of_generated() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("generated");
-        let committed = Workspace::this().generated();
+        let committed = Workspace::locate().expect("the workspace").generated();
         for file in emit::sealed_files() {
             std::fs::create_dir_all(root.join(&file).parent().unwrap()).unwrap();
             std::fs::copy(committed.join(&file), root.join(&file)).unwrap();
