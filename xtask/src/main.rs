@@ -136,6 +136,12 @@ fn regen(
             root.display()
         );
     }
+    if !is_generated_crate(&root) {
+        bail!(
+            "--out {} is not the folder of the generated crate: it has no Cargo.toml of the package {GENERATED_PACKAGE}; point --out at the generated/ folder of a checkout (nothing was written)",
+            root.display()
+        );
+    }
     let started = Instant::now();
     let files = generate_all(ws, &ctks, &Options { cuda_home })?;
     let summary = emit::write_tree(&root, &files)?;
@@ -150,6 +156,30 @@ fn regen(
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The package name of the generated crate, which `regen --out` requires of its folder.
+const GENERATED_PACKAGE: &str = "cuda-hostcb";
+
+/// Whether `dir` holds the generated crate: a `Cargo.toml` whose `[package]` is named
+/// `cuda-hostcb`. A line-wise reading is enough for the one key of one section this asks about,
+/// and keeps a TOML parser out of the xtask's dependencies.
+fn is_generated_crate(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+        return false;
+    };
+    let mut in_package = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package
+            && let Some((key, value)) = line.split_once('=')
+            && key.trim() == "name"
+        {
+            return value.trim().trim_matches('"') == GENERATED_PACKAGE;
+        }
+    }
+    false
 }
 
 fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {

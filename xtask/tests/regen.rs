@@ -7,22 +7,71 @@ use std::process::Command;
 use hostcb_generator::Ctk;
 use hostcb_generator::emit;
 
-fn regen(out: &Path) -> String {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_xtask"))
+fn workspace() -> PathBuf {
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    Path::new(&dir).parent().unwrap().to_path_buf()
+}
+
+fn run_regen(out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(["regen", "--ctk", "12.9", "--out"])
         .arg(out)
-        .current_dir(workspace)
+        .current_dir(workspace())
         .output()
-        .expect("run xtask");
+        .expect("run xtask")
+}
+
+/// An empty folder of the generated crate, as a backport checkout has it: its Cargo.toml.
+fn crate_folder() -> tempfile::TempDir {
+    let out = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        workspace().join("generated/Cargo.toml"),
+        out.path().join("Cargo.toml"),
+    )
+    .unwrap();
+    out
+}
+
+fn regen(out: &Path) -> String {
+    let run = run_regen(out);
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     assert!(run.status.success(), "{stderr}");
     stderr
 }
 
 #[test]
+fn out_refuses_a_folder_that_is_not_the_generated_crate() {
+    // The checkout's root, an empty folder, another crate's folder: none gets a stray src/.
+    let empty = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(
+        other.path().join("Cargo.toml"),
+        "[package]\nname = \"something-else\"\n",
+    )
+    .unwrap();
+    let root = workspace();
+    for dir in [root.as_path(), empty.path(), other.path()] {
+        let before = dir.join("src/bindings").exists();
+        let run = run_regen(dir);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(!run.status.success(), "{}: {stderr}", dir.display());
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("is not the folder of the generated crate"),
+            "{stderr}"
+        );
+        assert_eq!(
+            dir.join("src/bindings").exists(),
+            before,
+            "{}",
+            dir.display()
+        );
+    }
+}
+
+#[test]
 fn regen_into_another_tree_twice() {
-    let out = tempfile::tempdir().unwrap();
+    let out = crate_folder();
     let first = regen(out.path());
     assert!(
         first.contains("regen: 3 files, 3 written, 0 unchanged"),
