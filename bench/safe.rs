@@ -86,9 +86,12 @@ macro_rules! safe_row {
     };
 }
 
-safe_row!(ctk_12_9);
-safe_row!(ctk_13_0);
-safe_row!(ctk_13_5);
+macro_rules! safe_target_row {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        safe_row!($target);
+    };
+}
+cuda_hostcb::for_each_target!(safe_target_row);
 
 /// The body that measures one row on a device.
 pub type RowFn = fn(i32, &Sizes) -> Row;
@@ -96,11 +99,13 @@ pub type RowFn = fn(i32, &Sizes) -> Row;
 /// Measures the safe layer of every target that `select` accepts (called with `<target>` and
 /// `"safe"`) on device `ordinal`.
 pub fn rows(ordinal: i32, sizes: &Sizes, select: &dyn Fn(&str, &str) -> bool) -> Vec<Row> {
-    let all: [(&str, RowFn); 3] = [
-        ("ctk_12_9", ctk_12_9::row),
-        ("ctk_13_0", ctk_13_0::row),
-        ("ctk_13_5", ctk_13_5::row),
-    ];
+    let mut all: Vec<(&str, RowFn)> = Vec::new();
+    macro_rules! target_row {
+        ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+            all.push((stringify!($target), $target::row))
+        };
+    }
+    cuda_hostcb::for_each_target!(target_row);
     all.iter()
         .filter(|(target, _)| select(target, "safe"))
         .map(|(target, row)| {

@@ -761,26 +761,27 @@ mod prelude {
     };
 }
 
-/// The CTK 12.9 target: `cuda_hostcb::ctk_12_9`, with the CUDA 12 runtime.
-pub mod ctk_12_9 {
-    use super::prelude::*;
-    driver_binding!(ctk_12_9);
-    runtime_binding!(ctk_12_9, 12);
+/// One module per target of the generated crate (`cuda_hostcb::for_each_target!`), with its
+/// driver and runtime bindings and what its capabilities add.
+macro_rules! target_bindings {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        #[doc = concat!("The CTK ", $version, " target: `cuda_hostcb::", stringify!($target), "`, with the CUDA ", stringify!($major), " runtime.")]
+        pub mod $target {
+            use super::prelude::*;
+            driver_binding!($target);
+            runtime_binding!($target, $major);
+            $(capability!($capability);)*
+        }
+    };
 }
 
-/// The CTK 13.0 target: `cuda_hostcb::ctk_13_0`, with the CUDA 13 runtime.
-pub mod ctk_13_0 {
-    use super::prelude::*;
-    driver_binding!(ctk_13_0);
-    runtime_binding!(ctk_13_0, 13);
+/// What a capability of a target adds to its bindings.
+macro_rules! capability {
+    // The 13.1 `..._v2` host-function launch.
+    (host_func_v2) => {
+        driver_v2!();
+        runtime_v2!();
+    };
 }
 
-/// The CTK 13.5 target: `cuda_hostcb::ctk_13_5`, with the CUDA 13 runtime; it declares the
-/// 13.1 `..._v2` host-function launch.
-pub mod ctk_13_5 {
-    use super::prelude::*;
-    driver_binding!(ctk_13_5);
-    runtime_binding!(ctk_13_5, 13);
-    driver_v2!();
-    runtime_v2!();
-}
+cuda_hostcb::for_each_target!(target_bindings);

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 use crate::binding::{Binding, HostFuncV2};
-use crate::bindings::{ctk_12_9, ctk_13_0, ctk_13_5};
 use crate::check::{Failure, Ran, WRONG_EXPECTATIONS_ENV, wrong_expectations};
 use crate::probe::{Gate, Probe};
 use crate::resources::take_cleanup_errors;
@@ -91,15 +90,29 @@ fn plan_binding<B: Binding>(probe: &Probe, scenarios: Vec<Scenario>, out: &mut V
     }
 }
 
-/// Every trial, in a fixed order: by target, then API, then scenario.
+/// The scenarios of a binding `$binding` of a target with `[$capabilities]`.
+#[macro_export]
+macro_rules! scenarios_of {
+    ($binding:ty, []) => {
+        $crate::harness::common::<$binding>()
+    };
+    ($binding:ty, [host_func_v2]) => {
+        $crate::harness::with_v2::<$binding>()
+    };
+}
+
+/// Every trial, in a fixed order: by target (`cuda_hostcb::for_each_target!`), then API, then
+/// scenario.
 pub fn plan(probe: &Probe) -> Vec<Planned> {
     let mut out = Vec::new();
-    plan_binding::<ctk_12_9::Driver>(probe, common::<ctk_12_9::Driver>(), &mut out);
-    plan_binding::<ctk_12_9::Runtime>(probe, common::<ctk_12_9::Runtime>(), &mut out);
-    plan_binding::<ctk_13_0::Driver>(probe, common::<ctk_13_0::Driver>(), &mut out);
-    plan_binding::<ctk_13_0::Runtime>(probe, common::<ctk_13_0::Runtime>(), &mut out);
-    plan_binding::<ctk_13_5::Driver>(probe, with_v2::<ctk_13_5::Driver>(), &mut out);
-    plan_binding::<ctk_13_5::Runtime>(probe, with_v2::<ctk_13_5::Runtime>(), &mut out);
+    macro_rules! plan_target {
+        ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {{
+            use crate::bindings::$target::{Driver, Runtime};
+            plan_binding::<Driver>(probe, scenarios_of!(Driver, [$($capability)*]), &mut out);
+            plan_binding::<Runtime>(probe, scenarios_of!(Runtime, [$($capability)*]), &mut out);
+        }};
+    }
+    cuda_hostcb::for_each_target!(plan_target);
     out
 }
 

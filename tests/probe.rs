@@ -74,18 +74,18 @@ impl Probe {
                 Gate::Skip(u.short.clone())
             };
         }
-        if let Api::Runtime { major } = api {
-            if let Some((_, Err(e))) = self.runtimes.iter().find(|(m, _)| *m == major) {
-                return if self.require_gpu {
-                    Gate::Fail(format!(
-                        "REQUIRE_GPU=1, and the CUDA {major} runtime cannot be loaded: {e}"
-                    ))
-                } else {
-                    Gate::Skip(format!(
-                        "no CUDA {major} runtime (libcudart.so.{major} cannot be loaded)"
-                    ))
-                };
-            }
+        if let Api::Runtime { major } = api
+            && let Some((_, Err(e))) = self.runtimes.iter().find(|(m, _)| *m == major)
+        {
+            return if self.require_gpu {
+                Gate::Fail(format!(
+                    "REQUIRE_GPU=1, and the CUDA {major} runtime cannot be loaded: {e}"
+                ))
+            } else {
+                Gate::Skip(format!(
+                    "no CUDA {major} runtime (libcudart.so.{major} cannot be loaded)"
+                ))
+            };
         }
         Gate::Run
     }

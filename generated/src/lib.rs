@@ -1,9 +1,10 @@
 //! CUDA driver and runtime bindings for host callbacks, generated and sealed per CUDA toolkit
 //! (CTK) target, loaded lazily at run time.
 //!
-//! Enable one cargo feature per target (`ctk-12-9`, `ctk-13-0`, `ctk-13-5`; any combination
-//! builds). Each target is a module with a `driver` and a `runtime` part, e.g.
-//! `cuda_hostcb::ctk_13_0::driver::cuLaunchHostFunc`.
+//! Enable one cargo feature per target (`ctk-12-9`, `ctk-13-0`, `ctk-13-5`, or `all-targets`;
+//! any combination builds). Each target is a module with a `driver` and a `runtime` part, e.g.
+//! `cuda_hostcb::ctk_13_0::driver::cuLaunchHostFunc`. [`for_each_target!`] expands a macro once
+//! per enabled target, for code written once for all of them.
 //!
 //! # Generated and hand-written code
 //!
@@ -25,32 +26,9 @@ pub mod load;
 
 pub use error::Error;
 
-/// The bindings generated from the CTK 12.9 headers.
-#[cfg(feature = "ctk-12-9")]
-#[path = "bindings/ctk_12_9"]
-pub mod ctk_12_9 {
-    #[rustfmt::skip]
-    pub mod driver;
-    #[rustfmt::skip]
-    pub mod runtime;
-}
-
-/// The bindings generated from the CTK 13.0 headers.
-#[cfg(feature = "ctk-13-0")]
-#[path = "bindings/ctk_13_0"]
-pub mod ctk_13_0 {
-    #[rustfmt::skip]
-    pub mod driver;
-    #[rustfmt::skip]
-    pub mod runtime;
-}
-
-/// The bindings generated from the CTK 13.5 headers.
-#[cfg(feature = "ctk-13-5")]
-#[path = "bindings/ctk_13_5"]
-pub mod ctk_13_5 {
-    #[rustfmt::skip]
-    pub mod driver;
-    #[rustfmt::skip]
-    pub mod runtime;
-}
+// The target modules (`ctk_12_9`, ...) and the `for_each_target!` macro, generated from
+// generator/targets.txt and sealed.
+#[rustfmt::skip]
+mod bindings;
+#[allow(unused_imports)] // With no target feature enabled, there is nothing to re-export.
+pub use bindings::*;

@@ -34,6 +34,14 @@ pub enum EmitError {
         /// Why.
         source: hostcb_seal::SealError,
     },
+    /// The generated crate's `Cargo.toml` has no place for the generated features.
+    #[error("{path} {problem}; nothing was written")]
+    Manifest {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
     /// The output folder or a file in it cannot be written.
     #[error(
         "cannot write {path}: {source}; check that the output directory exists and is writable (nothing was changed)"
@@ -51,21 +59,138 @@ pub enum EmitError {
 pub const TEMP_PREFIX: &str = ".regen-";
 
 /// The sealed files in each target's folder.
-pub const TARGET_FILES: [&str; 3] = ["driver.rs", "runtime.rs", "provenance.toml"];
+pub const TARGET_FILES: [&str; 4] = ["mod.rs", "driver.rs", "runtime.rs", "provenance.toml"];
+
+/// The folder of every target's folder, relative to the generated crate's root.
+pub const BINDINGS_DIR: &str = "src/bindings";
+
+/// The sealed module list of the generated crate, relative to its root: one module per target,
+/// and the `for_each_target!` macro.
+pub const BINDINGS_MOD: &str = "src/bindings/mod.rs";
+
+/// The generated crate's manifest, whose features between [`FEATURES_BEGIN`] and
+/// [`FEATURES_END`] are written from the target list.
+pub const MANIFEST: &str = "Cargo.toml";
+
+/// The line that opens the generated features in the generated crate's `Cargo.toml`.
+pub const FEATURES_BEGIN: &str = "# BEGIN generated targets: written by `cargo xtask regen` from generator/targets.txt; do not edit.";
+
+/// The line that closes the generated features.
+pub const FEATURES_END: &str = "# END generated targets";
 
 /// The folder of one target's files, relative to the generated crate's root.
 pub fn target_dir(ctk: Ctk) -> PathBuf {
-    Path::new("src/bindings").join(ctk.module())
+    Path::new(BINDINGS_DIR).join(ctk.module())
 }
 
-/// Every sealed file of every target ([`Ctk::ALL`]), relative to the generated crate's root:
-/// `src/bindings/<module>/{driver.rs,runtime.rs,provenance.toml}`. What `cargo xtask verify`
-/// expects to find.
-pub fn sealed_files() -> Vec<PathBuf> {
-    Ctk::ALL
-        .into_iter()
-        .flat_map(|ctk| TARGET_FILES.map(|name| target_dir(ctk).join(name)))
+/// Every sealed file of `targets`, relative to the generated crate's root:
+/// `src/bindings/mod.rs` and `src/bindings/<module>/{mod.rs,driver.rs,runtime.rs,provenance.toml}`.
+/// What `cargo xtask verify` expects to find.
+pub fn sealed_files(targets: &[Ctk]) -> Vec<PathBuf> {
+    std::iter::once(PathBuf::from(BINDINGS_MOD))
+        .chain(
+            targets
+                .iter()
+                .flat_map(|&ctk| TARGET_FILES.map(|name| target_dir(ctk).join(name))),
+        )
         .collect()
+}
+
+/// The sealed `src/bindings/mod.rs` of `targets`, from the writer's syntax tree.
+pub fn bindings_mod(file: &syn::File) -> Result<GeneratedFile, EmitError> {
+    let header = format!(
+        "// {GENERATED} by {GENERATOR} from generator/targets.txt. Do not edit: regenerate with `cargo xtask regen --ctk all`.\n"
+    );
+    let unsealed = format!("{header}{}", prettyplease::unparse(file));
+    let path = PathBuf::from(BINDINGS_MOD);
+    let contents = hostcb_seal::seal(&unsealed, "all", "//").map_err(|source| EmitError::Seal {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(GeneratedFile { path, contents })
+}
+
+/// The generated crate's `Cargo.toml` under `root` with its generated features replaced by one
+/// feature per target and `all-targets`. The rest of the file is the maintainers' and is kept
+/// byte for byte.
+pub fn manifest(root: &Path, targets: &[Ctk]) -> Result<GeneratedFile, EmitError> {
+    let path = root.join(MANIFEST);
+    let text = std::fs::read_to_string(&path).map_err(|source| EmitError::Manifest {
+        path: path.clone(),
+        problem: format!("cannot be read: {source}"),
+    })?;
+    let region = |line: &str| line.trim_end() == FEATURES_BEGIN || line.trim_end() == FEATURES_END;
+    let marks: Vec<usize> = text
+        .split_inclusive('\n')
+        .enumerate()
+        .filter(|(_, l)| region(l))
+        .map(|(i, _)| i)
+        .collect();
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let (begin, end) = match marks.as_slice() {
+        [b, e]
+            if lines[*b].trim_end() == FEATURES_BEGIN && lines[*e].trim_end() == FEATURES_END =>
+        {
+            (*b, *e)
+        }
+        _ => {
+            return Err(EmitError::Manifest {
+                path,
+                problem: format!(
+                    "needs one line `{FEATURES_BEGIN}` and, after it, one line `{FEATURES_END}` in its [features] table"
+                ),
+            });
+        }
+    };
+    let mut out: String = lines[..=begin].concat();
+    for ctk in targets {
+        out.push_str(&format!("{} = []\n", ctk.feature()));
+    }
+    let all: Vec<String> = targets
+        .iter()
+        .map(|c| format!("\"{}\"", c.feature()))
+        .collect();
+    out.push_str(&format!("all-targets = [{}]\n", all.join(", ")));
+    out.push_str(&lines[end..].concat());
+    Ok(GeneratedFile {
+        path: PathBuf::from(MANIFEST),
+        contents: out,
+    })
+}
+
+/// Whether the file at `path` carries the seal marker, which makes it a generated file.
+fn carries_seal(path: &Path) -> bool {
+    let marker = hostcb_seal::marker().as_bytes();
+    std::fs::read(path).is_ok_and(|bytes| bytes.windows(marker.len()).any(|w| w == marker))
+}
+
+/// The sealed files under `root`'s bindings folder that `files` does not produce: what a full
+/// regen deletes (targets removed from the list), relative to `root`, sorted.
+pub fn unproduced_sealed_files(root: &Path, files: &[GeneratedFile]) -> Vec<PathBuf> {
+    let produced: BTreeSet<&Path> = files.iter().map(|f| f.path.as_path()).collect();
+    let mut out = Vec::new();
+    let mut pending = vec![root.join(BINDINGS_DIR)];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+            if kind.is_file() && !produced.contains(rel.as_path()) && carries_seal(&path) {
+                out.push(rel);
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 fn header(ctk: Ctk, prefix: &str) -> String {
@@ -120,11 +245,12 @@ fn seal_file(
     body: String,
 ) -> Result<GeneratedFile, EmitError> {
     let unsealed = format!("{}{body}", header(ctk, prefix));
-    let contents =
-        hostcb_seal::seal(&unsealed, ctk.as_str(), prefix).map_err(|source| EmitError::Seal {
+    let contents = hostcb_seal::seal(&unsealed, &ctk.to_string(), prefix).map_err(|source| {
+        EmitError::Seal {
             path: path.clone(),
             source,
-        })?;
+        }
+    })?;
     Ok(GeneratedFile { path, contents })
 }
 
@@ -137,14 +263,22 @@ pub struct WriteSummary {
     pub unchanged: Vec<PathBuf>,
     /// Temporary files ([`TEMP_PREFIX`]) an interrupted run left behind, removed.
     pub removed: Vec<PathBuf>,
+    /// Sealed files no longer produced, deleted.
+    pub deleted: Vec<PathBuf>,
 }
 
 /// Writes `files` under `root`: only those whose bytes differ, each through a temporary file in
 /// its own folder, flushed to disk and renamed into place. Every temporary file is written before
 /// the first rename, so an unwritable folder fails before anything is replaced. Temporary files
 /// an interrupted run left in these folders are removed first; each folder written to is flushed
-/// after the renames.
-pub fn write_tree(root: &Path, files: &[GeneratedFile]) -> Result<WriteSummary, EmitError> {
+/// after the renames. Then the files of `delete` (relative to `root`: sealed files no longer
+/// produced, from [`unproduced_sealed_files`]) are removed, and their folders if that empties
+/// them.
+pub fn write_tree(
+    root: &Path,
+    files: &[GeneratedFile],
+    delete: &[PathBuf],
+) -> Result<WriteSummary, EmitError> {
     let mut summary = WriteSummary::default();
     let dirs: BTreeSet<PathBuf> = files
         .iter()
@@ -191,6 +325,23 @@ pub fn write_tree(root: &Path, files: &[GeneratedFile]) -> Result<WriteSummary, 
         renamed_in.insert(path.parent().unwrap_or(root).to_path_buf());
         summary.written.push(rel);
     }
+    for rel in delete {
+        let path = root.join(rel);
+        std::fs::remove_file(&path).map_err(|source| EmitError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        let dir = path.parent().unwrap_or(root);
+        // Only an emptied folder goes; `remove_dir` refuses one that still holds anything.
+        if std::fs::remove_dir(dir).is_ok() {
+            renamed_in.remove(dir);
+            renamed_in.insert(dir.parent().unwrap_or(root).to_path_buf());
+        } else {
+            renamed_in.insert(dir.to_path_buf());
+        }
+        summary.deleted.push(rel.clone());
+    }
+    renamed_in.retain(|dir| dir.is_dir());
     for dir in renamed_in {
         sync_dir(&dir).map_err(|source| EmitError::Write { path: dir, source })?;
     }
@@ -320,7 +471,7 @@ mod tests {
         std::fs::write(dir.join(".regen-AbC123"), half).unwrap();
         std::fs::write(other.join(".regen-keep"), half).unwrap();
 
-        let summary = write_tree(root, std::slice::from_ref(&driver)).unwrap();
+        let summary = write_tree(root, std::slice::from_ref(&driver), &[]).unwrap();
         assert_eq!(summary.written, std::slice::from_ref(&driver.path));
         assert_eq!(
             summary.removed,
@@ -331,18 +482,19 @@ mod tests {
 
         // Also when nothing needs writing.
         std::fs::write(dir.join(".regen-XyZ789"), half).unwrap();
-        let summary = write_tree(root, std::slice::from_ref(&driver)).unwrap();
+        let summary = write_tree(root, std::slice::from_ref(&driver), &[]).unwrap();
         assert!(summary.written.is_empty());
         assert_eq!(names_in(&dir), ["driver.rs"]);
     }
 
     #[test]
-    fn sealed_files_are_every_targets_three_files() {
-        let files = sealed_files();
-        assert_eq!(files.len(), 3 * Ctk::ALL.len());
-        assert_eq!(files[0], Path::new("src/bindings/ctk_12_9/driver.rs"));
-        for ctk in Ctk::ALL {
-            for name in ["driver.rs", "runtime.rs", "provenance.toml"] {
+    fn sealed_files_are_the_module_list_and_every_targets_four_files() {
+        let targets = [Ctk::V12_9, Ctk::new(13, 2)];
+        let files = sealed_files(&targets);
+        assert_eq!(files.len(), 1 + 4 * targets.len());
+        assert_eq!(files[0], Path::new("src/bindings/mod.rs"));
+        for ctk in targets {
+            for name in ["mod.rs", "driver.rs", "runtime.rs", "provenance.toml"] {
                 let path = Path::new("src/bindings").join(ctk.module()).join(name);
                 assert!(files.contains(&path), "{}", path.display());
             }

@@ -18,7 +18,7 @@ use crate::target::Ctk;
 
 pub use headers::local_headers;
 pub use libclang::{LIBCLANG_VERSION, local_libclang};
-pub use lock::{Lock, LockEntry};
+pub use lock::{LOCK_PATH, Lock, LockEntry, TargetPin};
 pub use wheel::{Fetch, Pip, sha256_file, unpack_wheel, verify_wheel};
 
 /// Everything generation reads for one target.
@@ -190,6 +190,26 @@ pub enum InputError {
         /// `name==version`.
         spec: String,
     },
+    /// The lock pins no headers for a target.
+    #[error(
+        "CTK {ctk} has no pinned inputs: generator/inputs.lock pins {pinned}; pin it with cargo xtask pin --ctk {ctk}"
+    )]
+    NotPinned {
+        /// The target asked for.
+        ctk: Ctk,
+        /// The targets the lock pins, spelled out.
+        pinned: String,
+    },
+    /// No known wheel layout for a CUDA major version.
+    #[error(
+        "CTK {ctk}: the generator knows where the header wheels of CUDA 12 and 13 keep their headers, not those of CUDA {major}; teach generator/src/inputs.rs the layout"
+    )]
+    UnknownLayout {
+        /// The target.
+        ctk: Ctk,
+        /// Its major version.
+        major: u32,
+    },
     /// The lock file cannot be parsed.
     #[error(
         "generator/inputs.lock line {line}: {detail}; each line is `<name>==<version> <wheel file> <sha256>`"
@@ -275,10 +295,10 @@ impl InputError {
 }
 
 /// One pinned wheel and the part of it generation reads.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Pin {
     /// `name==version`, as in the lock.
-    spec: &'static str,
+    spec: String,
     /// The folder (or single file) of the wheel to unpack.
     keep: &'static str,
     /// The folder, relative to the unpacked root, that generation uses (an include folder, or the
@@ -286,66 +306,64 @@ struct Pin {
     dir: &'static str,
 }
 
-/// The header packages of each target: the runtime package (cuda.h, cuda_runtime_api.h,
-/// cudaTypedefs.h, ...) and the package that carries `crt/` (only `crt/` is unpacked).
-fn header_pins(ctk: Ctk) -> [Pin; 2] {
-    const RT12: &str = "nvidia/cuda_runtime/include";
-    const NVCC12: &str = "nvidia/cuda_nvcc/include";
-    const CU13: &str = "nvidia/cu13/include";
-    let (runtime, runtime_dir, crt, crt_dir) = match ctk {
-        Ctk::V12_9 => (
-            "nvidia-cuda-runtime-cu12==12.9.79",
-            RT12,
-            "nvidia-cuda-nvcc-cu12==12.9.86",
-            NVCC12,
-        ),
-        Ctk::V13_0 => (
-            "nvidia-cuda-runtime==13.0.96",
-            CU13,
-            "nvidia-cuda-crt==13.0.88",
-            CU13,
-        ),
-        Ctk::V13_5 => (
-            "nvidia-cuda-runtime==13.5.37",
-            CU13,
-            "nvidia-cuda-crt==13.5.37",
-            CU13,
-        ),
-    };
-    let crt_keep = match ctk {
-        Ctk::V12_9 => "nvidia/cuda_nvcc/include/crt",
-        Ctk::V13_0 | Ctk::V13_5 => "nvidia/cu13/include/crt",
-    };
-    [
+/// Where a CUDA major version's header wheels keep their headers: (folder of the headers wheel,
+/// `crt/` of the crt wheel, include folder of the crt wheel).
+fn layout(ctk: Ctk) -> Result<(&'static str, &'static str, &'static str), InputError> {
+    match ctk.major() {
+        // nvidia-cuda-runtime-cu12 and nvidia-cuda-nvcc-cu12.
+        12 => Ok((
+            "nvidia/cuda_runtime/include",
+            "nvidia/cuda_nvcc/include/crt",
+            "nvidia/cuda_nvcc/include",
+        )),
+        // nvidia-cuda-runtime and nvidia-cuda-crt.
+        13 => Ok((
+            "nvidia/cu13/include",
+            "nvidia/cu13/include/crt",
+            "nvidia/cu13/include",
+        )),
+        major => Err(InputError::UnknownLayout { ctk, major }),
+    }
+}
+
+/// The PyPI packages that hold a CUDA major version's headers: (headers package, crt package).
+pub fn header_packages(ctk: Ctk) -> Result<(&'static str, &'static str), InputError> {
+    match ctk.major() {
+        12 => Ok(("nvidia-cuda-runtime-cu12", "nvidia-cuda-nvcc-cu12")),
+        13 => Ok(("nvidia-cuda-runtime", "nvidia-cuda-crt")),
+        major => Err(InputError::UnknownLayout { ctk, major }),
+    }
+}
+
+/// The header packages of a target, from the lock: the runtime package (cuda.h,
+/// cuda_runtime_api.h, cudaTypedefs.h, ...) and the package that carries `crt/` (only `crt/` is
+/// unpacked).
+fn header_pins(lock: &Lock, ctk: Ctk) -> Result<[Pin; 2], InputError> {
+    let target = lock.target(ctk)?;
+    let (headers_dir, crt_keep, crt_dir) = layout(ctk)?;
+    Ok([
         Pin {
-            spec: runtime,
-            keep: runtime_dir,
-            dir: runtime_dir,
+            spec: target.headers.clone(),
+            keep: headers_dir,
+            dir: headers_dir,
         },
         Pin {
-            spec: crt,
+            spec: target.crt.clone(),
             keep: crt_keep,
             dir: crt_dir,
         },
-    ]
+    ])
 }
 
 /// The pinned libclang wheel.
-const LIBCLANG_PIN: Pin = Pin {
-    spec: "libclang==18.1.1",
-    keep: "libclang-18.1.1.data/platlib/clang/native/libclang.so",
-    dir: "libclang-18.1.1.data/platlib/clang/native",
-};
+const LIBCLANG_SPEC: &str = "libclang==18.1.1";
 
-/// Every `name==version` the generator pins, for checking the lock against the code.
-pub fn pinned_specs() -> Vec<&'static str> {
-    let mut specs: Vec<&str> = Ctk::ALL
-        .into_iter()
-        .flat_map(header_pins)
-        .map(|p| p.spec)
-        .collect();
-    specs.push(LIBCLANG_PIN.spec);
-    specs
+fn libclang_pin() -> Pin {
+    Pin {
+        spec: LIBCLANG_SPEC.to_owned(),
+        keep: "libclang-18.1.1.data/platlib/clang/native/libclang.so",
+        dir: "libclang-18.1.1.data/platlib/clang/native",
+    }
 }
 
 /// Obtains pinned wheels: looks each up in a [`Lock`], reuses a cached copy whose hash matches,
@@ -370,8 +388,8 @@ impl Fetcher {
     pub fn headers(&self, ctk: Ctk, cache: &Path) -> Result<Headers, InputError> {
         let mut include_dirs = Vec::new();
         let mut source = Vec::new();
-        for pin in header_pins(ctk) {
-            let (root, prov) = self.unpacked(pin, cache)?;
+        for pin in header_pins(&self.lock, ctk)? {
+            let (root, prov) = self.unpacked(&pin, cache)?;
             include_dirs.push(root.join(pin.dir));
             source.push(prov);
         }
@@ -388,18 +406,19 @@ impl Fetcher {
     /// The pinned libclang, fetched into and unpacked under `cache`, with the clang arguments it
     /// needs. `LIBCLANG_PATH` is not consulted here (see [`libclang`]).
     pub fn libclang(&self, cache: &Path) -> Result<Libclang, InputError> {
-        let (root, source) = self.unpacked(LIBCLANG_PIN, cache).map_err(|e| match e {
+        let pin = libclang_pin();
+        let (root, source) = self.unpacked(&pin, cache).map_err(|e| match e {
             InputError::Download { detail, .. } => InputError::NoLibclang { detail },
             other => other,
         })?;
-        let so = root.join(LIBCLANG_PIN.keep);
+        let so = root.join(pin.keep);
         let source = Provenance {
             sha256: sha256_file(&so)?,
-            file: format!("{}:{}", source.file, LIBCLANG_PIN.keep),
+            file: format!("{}:{}", source.file, pin.keep),
             ..source
         };
         Ok(Libclang {
-            dir: root.join(LIBCLANG_PIN.dir),
+            dir: root.join(pin.dir),
             version: LIBCLANG_VERSION.to_owned(),
             clang_args: libclang::gcc_include_args()?,
             source,
@@ -416,8 +435,8 @@ impl Fetcher {
 
     /// Unpacks `pin.keep` of the pinned wheel under `<cache>/unpacked/<key>/` (once), returning
     /// that root and the wheel's provenance.
-    fn unpacked(&self, pin: Pin, cache: &Path) -> Result<(PathBuf, Provenance), InputError> {
-        let (wheel_path, entry) = self.wheel(pin.spec, cache)?;
+    fn unpacked(&self, pin: &Pin, cache: &Path) -> Result<(PathBuf, Provenance), InputError> {
+        let (wheel_path, entry) = self.wheel(&pin.spec, cache)?;
         let root = cache.join("unpacked").join(entry.unpack_key(pin.keep));
         if !root.is_dir() {
             wheel::unpack_into_place(&wheel_path, pin.keep, &root)?;
@@ -455,28 +474,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_pin_is_locked_and_every_lock_line_is_pinned() {
+    fn every_lock_line_is_used_by_a_target_or_is_libclang() {
         let lock = Lock::committed().unwrap();
-        let specs = pinned_specs();
-        for spec in &specs {
-            lock.get(spec).unwrap();
+        let mut used = vec![LIBCLANG_SPEC.to_owned()];
+        for ctk in lock.targets() {
+            for pin in header_pins(&lock, ctk).unwrap() {
+                lock.get(&pin.spec).unwrap();
+                used.push(pin.spec);
+            }
         }
         for entry in lock.entries() {
             assert!(
-                specs.contains(&entry.spec().as_str()),
-                "{} is locked but not pinned",
+                used.contains(&entry.spec()),
+                "{} is locked but no target uses it",
                 entry.spec()
             );
         }
     }
 
     #[test]
+    fn the_committed_lock_renders_as_it_is_written() {
+        // `cargo xtask pin` rewrites the lock with `render`: the committed file is in that form.
+        let path = Lock::committed_path().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(Lock::parse(&text).unwrap().render(), text);
+    }
+
+    #[test]
     fn crt_is_kept_under_an_include_dir() {
-        for ctk in Ctk::ALL {
-            let [runtime, crt] = header_pins(ctk);
-            assert!(runtime.keep.starts_with(runtime.dir));
-            assert_eq!(crt.keep, format!("{}/crt", crt.dir));
+        for major in [12, 13] {
+            let (headers, crt_keep, crt_dir) = layout(Ctk::new(major, 0)).unwrap();
+            assert!(headers.ends_with("/include"));
+            assert_eq!(crt_keep, format!("{crt_dir}/crt"));
         }
-        assert!(LIBCLANG_PIN.keep.starts_with(LIBCLANG_PIN.dir));
+        assert!(layout(Ctk::new(14, 0)).is_err());
+        let pin = libclang_pin();
+        assert!(pin.keep.starts_with(pin.dir));
     }
 }

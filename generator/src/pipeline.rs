@@ -12,6 +12,7 @@ use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
 use crate::model::{ApiModel, Model};
 use crate::reader::{self, HeaderSet, ReadError};
+use crate::target::{TargetList, TargetListError};
 use crate::writer::{self, TemplateError, Templates};
 
 /// Where the pipeline reads its checked-in configuration (the workspace root).
@@ -59,6 +60,11 @@ impl Workspace {
             .map(|root| Workspace {
                 root: root.to_path_buf(),
             })
+    }
+
+    /// The committed list of the targets `generated/` holds (`generator/targets.txt`).
+    pub fn targets(&self) -> Result<Vec<Ctk>, TargetListError> {
+        TargetList::load(&self.root.join("generator/targets.txt")).map(|l| l.targets)
     }
 
     /// The generated crate (`generated/`).
@@ -165,13 +171,24 @@ pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, Gener
         "runtime.rs",
         &write_audited(&model, &model.runtime, &templates)?,
     )?;
-    let provenance = emit::provenance_file(ctk, &inputs.provenance(), &[&driver, &runtime])?;
+    let module = emit::rust_file(ctk, "mod.rs", &writer::write_target_mod(&model))?;
+    let provenance =
+        emit::provenance_file(ctk, &inputs.provenance(), &[&module, &driver, &runtime])?;
     Ok(Generated {
         ctk,
         model,
-        files: vec![driver, runtime, provenance],
+        files: vec![module, driver, runtime, provenance],
         warnings: inputs.libclang.warning.iter().cloned().collect(),
     })
+}
+
+/// The files of the generated crate that depend on the target list rather than on one target:
+/// the sealed `src/bindings/mod.rs` and the generated features of the `Cargo.toml` under `root`.
+pub fn crate_files(root: &Path, targets: &[Ctk]) -> Result<Vec<GeneratedFile>, GenerateError> {
+    Ok(vec![
+        emit::bindings_mod(&writer::write_bindings_mod(targets))?,
+        emit::manifest(root, targets)?,
+    ])
 }
 
 /// Writes one API's file and runs the no-trampoline audit over it, before anything is sealed,

@@ -503,3 +503,112 @@ pub const PLACEHOLDERS: &[&str] = &[
     "__MAJOR__",
     "__PER_THREAD__",
 ];
+
+/// What a target offers beyond the common API, named in its `for_each_target!` entry so that
+/// code written once for every target can add what only some have.
+pub fn capabilities(model: &Model) -> Vec<&'static str> {
+    let has = |api: &ApiModel, name: &str| api.functions.iter().any(|f| f.name == name);
+    let mut caps = Vec::new();
+    if has(&model.driver, "cuLaunchHostFunc_v2") && has(&model.runtime, "cudaLaunchHostFunc_v2") {
+        caps.push("host_func_v2");
+    }
+    caps
+}
+
+/// The name of the macro that is one target's part of `for_each_target!`.
+fn target_macro(module: &str) -> syn::Ident {
+    ident(&format!("__hostcb_target_{module}"))
+}
+
+/// A target's own `mod.rs`: its two API modules, and its part of `for_each_target!`, which
+/// hands `<module>, "<MAJOR.MINOR>", <runtime major>, [<capabilities>]` to a callback macro.
+pub fn write_target_mod(model: &Model) -> syn::File {
+    let module_name = model.ctk.module();
+    let module = ident(&module_name);
+    let version = model.ctk.to_string();
+    let major = syn::LitInt::new(&model.ctk.major().to_string(), Span::call_site());
+    let caps = capabilities(model).into_iter().map(ident);
+    let name = target_macro(&module_name);
+    let doc = format!(
+        " The bindings generated from the CTK {version} headers: `driver` (`libcuda.so.1`) and `runtime` (`{}`).",
+        model.ctk.runtime_soname()
+    );
+    let macro_doc = format!(
+        " This target's part of [`for_each_target!`](crate::for_each_target): `$callback! {{ {module_name}, \"{version}\", {}, [..] }}`.",
+        model.ctk.major()
+    );
+    syn::parse_quote! {
+        #![doc = #doc]
+
+        #[rustfmt::skip]
+        pub mod driver;
+        #[rustfmt::skip]
+        pub mod runtime;
+
+        #[doc = #macro_doc]
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! #name {
+            ($callback:ident) => {
+                $callback! { #module, #version, #major, [#(#caps)*] }
+            };
+        }
+    }
+}
+
+/// `src/bindings/mod.rs`: one module per target behind its feature, an empty stand-in for the
+/// part of `for_each_target!` of each target whose feature is off, and `for_each_target!`.
+pub fn write_bindings_mod(targets: &[crate::Ctk]) -> syn::File {
+    let mut file: syn::File = syn::parse_quote! {
+        //! The generated bindings: one module per CUDA toolkit target of `generator/targets.txt`,
+        //! each behind its cargo feature, and [`for_each_target!`](crate::for_each_target).
+    };
+    let mut parts = Vec::new();
+    for ctk in targets {
+        let module_name = ctk.module();
+        let module = ident(&module_name);
+        let feature = ctk.feature();
+        let name = target_macro(&module_name);
+        let doc = format!(
+            " The bindings generated from the CTK {ctk} headers (cargo feature `{feature}`)."
+        );
+        file.items.push(syn::parse_quote! {
+            #[doc = #doc]
+            #[cfg(feature = #feature)]
+            pub mod #module;
+        });
+        file.items.push(syn::parse_quote! {
+            #[doc(hidden)]
+            #[cfg(not(feature = #feature))]
+            #[macro_export]
+            macro_rules! #name {
+                ($callback:ident) => {};
+            }
+        });
+        parts.push(name);
+    }
+    let list = crate::target::spelled(targets);
+    let doc = [
+        " Calls `$callback! { <module>, \"<MAJOR.MINOR>\", <runtime major>, [<capabilities>] }` once"
+            .to_owned(),
+        " for each target whose cargo feature is enabled, oldest first, e.g.".to_owned(),
+        " `$callback! { ctk_13_0, \"13.0\", 13, [] }`. The targets are those of".to_owned(),
+        format!(" `generator/targets.txt` ({list}); the capabilities name what a target offers"),
+        " beyond the common API: `host_func_v2` (`cuLaunchHostFunc_v2` and".to_owned(),
+        " `cudaLaunchHostFunc_v2`, CTK 13.1 and later).".to_owned(),
+        String::new(),
+        " Code written once for every target (tests, the safe layer, benchmarks) expands through it,"
+            .to_owned(),
+        " so adding a target to the list reaches all of it.".to_owned(),
+    ];
+    file.items.push(syn::parse_quote! {
+        #(#[doc = #doc])*
+        #[macro_export]
+        macro_rules! for_each_target {
+            ($callback:ident) => {
+                #($crate::#parts!($callback);)*
+            };
+        }
+    });
+    file
+}

@@ -79,7 +79,7 @@ fn lock_of(runtime: &Path, crt: &Path) -> Lock {
         )
     };
     Lock::parse(&format!(
-        "# test lock\n{}{}",
+        "# test lock\ntarget 13.0 nvidia-cuda-runtime==13.0.96 nvidia-cuda-crt==13.0.88\n{}{}",
         line("nvidia-cuda-runtime==13.0.96", runtime),
         line("nvidia-cuda-crt==13.0.88", crt)
     ))
@@ -230,11 +230,11 @@ fn pinned_path_fetches_once_reuses_the_cache_and_refetches_a_bad_copy() {
     fetcher.headers(Ctk::V13_0, &cache).unwrap();
     assert_eq!(calls.get(), 3);
 
-    // A pin the lock lacks.
+    // A target the lock lacks.
     let err = fetcher.headers(Ctk::V13_5, &cache).unwrap_err().to_string();
-    assert!(
-        err.contains("generator/inputs.lock has no entry for nvidia-cuda-runtime==13.5.37"),
-        "{err}"
+    assert_eq!(
+        err,
+        "CTK 13.5 has no pinned inputs: generator/inputs.lock pins 13.0; pin it with cargo xtask pin --ctk 13.5"
     );
 }
 
@@ -479,7 +479,11 @@ fn real_fetch_of_the_pinned_libclang() {
 fn real_fetch_of_every_target() {
     // A cache kept between runs: the 12.9 crt/ comes in a 40 MB wheel.
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs");
-    for ctk in Ctk::ALL {
+    for ctk in hostcb_generator::pipeline::Workspace::locate()
+        .unwrap()
+        .targets()
+        .unwrap()
+    {
         let headers = inputs::pinned_headers(ctk, &cache).unwrap();
         assert_eq!(headers.ctk, ctk);
         assert_eq!(headers.cuda_version, ctk.cuda_version());

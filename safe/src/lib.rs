@@ -10,7 +10,6 @@
 //! [`GraphNode`](ctk_13_0::GraphNode)) over that target's driver bindings, re-exported as `sys`.
 //!
 //! ```no_run
-//! # #[cfg(feature = "ctk-13-0")]
 //! # fn main() -> Result<(), cuda_hostcb_safe::Error> {
 //! use cuda_hostcb_safe::ctk_13_0::{Context, Graph, Stream};
 //!
@@ -27,7 +26,6 @@
 //! exec.launch(&stream)?;
 //! stream.synchronize()?;
 //! # Ok(()) }
-//! # #[cfg(not(feature = "ctk-13-0"))] fn main() {}
 //! ```
 //!
 //! # Who owns a closure
@@ -67,11 +65,9 @@
 //! (CUDA graphs are not internally synchronised; a stream's capture state is checked and used in
 //! one step); [`Context`](ctk_13_0::Context) is both.
 
-// Without a target the callback machinery has no user.
-#![cfg_attr(
-    not(any(feature = "ctk-12-9", feature = "ctk-13-0", feature = "ctk-13-5")),
-    allow(dead_code, unused_imports)
-)]
+// Without a target the callback machinery has no user; the workspace's own builds enable every
+// target, so these lints still run there.
+#![cfg_attr(not(feature = "all-targets"), allow(dead_code, unused_imports))]
 
 mod callback;
 mod capture;
@@ -84,62 +80,29 @@ pub use panic::{
     CallbackPanic, PanicHook, PanicStage, default_panic_hook, set_panic_hook, take_panic_hook,
 };
 
-/// The safe layer over the bindings generated from the CTK 12.9 headers.
-#[cfg(feature = "ctk-12-9")]
-#[path = "target"]
-#[allow(
-    clippy::duplicate_mod,
-    reason = "every target compiles the same source"
-)]
-pub mod ctk_12_9 {
-    /// The raw driver bindings of this target, for what the safe layer does not cover.
-    pub use cuda_hostcb::ctk_12_9::driver as sys;
+/// One module per target enabled on `cuda-hostcb` (`cuda_hostcb::for_each_target!`), each
+/// compiling the same source (`src/target/`) over that target's driver bindings.
+macro_rules! safe_target {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        #[doc = concat!("The safe layer over the bindings generated from the CTK ", $version, " headers.")]
+        #[path = "target"]
+        #[allow(
+            clippy::duplicate_mod,
+            reason = "every target compiles the same source"
+        )]
+        pub mod $target {
+            /// The raw driver bindings of this target, for what the safe layer does not cover.
+            pub use cuda_hostcb::$target::driver as sys;
 
-    mod context;
-    mod graph;
-    mod stream;
+            mod context;
+            mod graph;
+            mod stream;
 
-    pub use context::Context;
-    pub use graph::{Graph, GraphExec, GraphNode};
-    pub use stream::Stream;
+            pub use context::Context;
+            pub use graph::{Graph, GraphExec, GraphNode};
+            pub use stream::Stream;
+        }
+    };
 }
 
-/// The safe layer over the bindings generated from the CTK 13.0 headers.
-#[cfg(feature = "ctk-13-0")]
-#[path = "target"]
-#[allow(
-    clippy::duplicate_mod,
-    reason = "every target compiles the same source"
-)]
-pub mod ctk_13_0 {
-    /// The raw driver bindings of this target, for what the safe layer does not cover.
-    pub use cuda_hostcb::ctk_13_0::driver as sys;
-
-    mod context;
-    mod graph;
-    mod stream;
-
-    pub use context::Context;
-    pub use graph::{Graph, GraphExec, GraphNode};
-    pub use stream::Stream;
-}
-
-/// The safe layer over the bindings generated from the CTK 13.5 headers.
-#[cfg(feature = "ctk-13-5")]
-#[path = "target"]
-#[allow(
-    clippy::duplicate_mod,
-    reason = "every target compiles the same source"
-)]
-pub mod ctk_13_5 {
-    /// The raw driver bindings of this target, for what the safe layer does not cover.
-    pub use cuda_hostcb::ctk_13_5::driver as sys;
-
-    mod context;
-    mod graph;
-    mod stream;
-
-    pub use context::Context;
-    pub use graph::{Graph, GraphExec, GraphNode};
-    pub use stream::Stream;
-}
+cuda_hostcb::for_each_target!(safe_target);

@@ -32,26 +32,22 @@ struct Target {
     major: u32,
 }
 
-const TARGETS: [Target; 3] = [
-    Target {
-        name: "ctk_12_9",
-        driver: cuda_hostcb::ctk_12_9::driver::entry::ALL,
-        runtime: cuda_hostcb::ctk_12_9::runtime::entry::ALL,
-        major: 12,
-    },
-    Target {
-        name: "ctk_13_0",
-        driver: cuda_hostcb::ctk_13_0::driver::entry::ALL,
-        runtime: cuda_hostcb::ctk_13_0::runtime::entry::ALL,
-        major: 13,
-    },
-    Target {
-        name: "ctk_13_5",
-        driver: cuda_hostcb::ctk_13_5::driver::entry::ALL,
-        runtime: cuda_hostcb::ctk_13_5::runtime::entry::ALL,
-        major: 13,
-    },
-];
+/// Every target of the generated crate (`cuda_hostcb::for_each_target!`).
+fn targets() -> Vec<Target> {
+    let mut targets = Vec::new();
+    macro_rules! target {
+        ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+            targets.push(Target {
+                name: stringify!($target),
+                driver: cuda_hostcb::$target::driver::entry::ALL,
+                runtime: cuda_hostcb::$target::runtime::entry::ALL,
+                major: $major,
+            })
+        };
+    }
+    cuda_hostcb::for_each_target!(target);
+    targets
+}
 
 fn main() -> ExitCode {
     if let Ok(target) = std::env::var(CHILD_ENV) {
@@ -63,7 +59,7 @@ fn main() -> ExitCode {
         println!("{line}");
     }
     let mut trials = Vec::new();
-    for target in &TARGETS {
+    for target in targets() {
         let gate = match probe.gate(Api::Driver) {
             Gate::Run => probe.gate(Api::Runtime {
                 major: target.major,
@@ -73,7 +69,10 @@ fn main() -> ExitCode {
         for mode in [DefaultStream::Legacy, DefaultStream::PerThread] {
             let name = format!("{}::entries::{}", target.name, mode_name(mode));
             let trial = match gate.clone() {
-                Gate::Run => Trial::test(name, move || run_child(target.name, mode)),
+                Gate::Run => {
+                    let target = target.name;
+                    Trial::test(name, move || run_child(target, mode))
+                }
                 Gate::Skip(reason) => {
                     println!("SKIP {name}: {reason}");
                     Trial::test(name, || Ok(())).with_ignored_flag(true)
@@ -194,7 +193,7 @@ fn check(
 
 /// The child: checks every entry point of one target in the mode the environment selects.
 fn child(target: &str) -> ExitCode {
-    let Some(target) = TARGETS.iter().find(|t| t.name == target) else {
+    let Some(target) = targets().into_iter().find(|t| t.name == target) else {
         eprintln!("{CHILD_ENV}={target}: no such target");
         return ExitCode::FAILURE;
     };

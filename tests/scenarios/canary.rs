@@ -45,11 +45,11 @@ impl StopsAfterFirstCall {
 unsafe extern "C" fn forward_first_call_only(shim: *mut c_void) {
     // SAFETY: the caller passes a live shim.
     let shim = unsafe { &*shim.cast::<StopsAfterFirstCall>() };
-    if shim.calls.fetch_add(1, Ordering::SeqCst) == 0 {
-        if let Some(&(f, data)) = shim.target.get() {
-            // SAFETY: the target was vouched for when it was launched.
-            unsafe { f(ptr::with_exposed_provenance_mut(data)) }
-        }
+    if shim.calls.fetch_add(1, Ordering::SeqCst) == 0
+        && let Some(&(f, data)) = shim.target.get()
+    {
+        // SAFETY: the target was vouched for when it was launched.
+        unsafe { f(ptr::with_exposed_provenance_mut(data)) }
     }
 }
 

@@ -11,7 +11,6 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, bail, ensure};
-use hostcb_generator::Ctk;
 use hostcb_generator::allowlist::AllowList;
 use hostcb_generator::emit::{self, GeneratedFile};
 use hostcb_generator::inputs::Inputs;
@@ -62,7 +61,7 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
     let regen = table.row(
         format!(
             "regen --ctk all ({} targets, {sealed} files)",
-            Ctk::ALL.len()
+            ws.targets()?.len()
         ),
         samples,
     );
@@ -158,7 +157,7 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
 /// Generates every target in memory.
 fn generate_all(ws: &Workspace) -> anyhow::Result<Vec<GeneratedFile>> {
     let mut files = Vec::new();
-    for ctk in Ctk::ALL {
+    for ctk in ws.targets()? {
         files.extend(pipeline::generate(ws, ctk, &Options::default())?.files);
     }
     Ok(files)
@@ -171,7 +170,7 @@ fn regen_into(ws: &Workspace, out: &Path) -> anyhow::Result<Duration> {
     std::fs::create_dir_all(out).map_err(|e| anyhow!("cannot create {}: {e}", out.display()))?;
     let t0 = Instant::now();
     let files = generate_all(ws)?;
-    let summary = emit::write_tree(out, &files)?;
+    let summary = emit::write_tree(out, &files, &[])?;
     let elapsed = t0.elapsed();
     ensure!(
         summary.written.len() == files.len(),
@@ -201,7 +200,7 @@ struct Parse {
 /// `pipeline::generate_from` does.
 fn floor_inputs(ws: &Workspace) -> anyhow::Result<Vec<Parse>> {
     let mut parses = Vec::new();
-    for ctk in Ctk::ALL {
+    for ctk in ws.targets()? {
         let inputs = Inputs::gather(ctk, &ws.cache(), None)?;
         let headers = HeaderSet {
             ctk,

@@ -1,12 +1,14 @@
 //! `cargo xtask`: the project's maintenance commands.
 //!
-//! - `regen --ctk <12.9|13.0|13.5|all> [--cuda-home DIR] [--out DIR]`: (re)generate bindings;
+//! - `regen --ctk <MAJOR.MINOR|all> [--cuda-home DIR] [--out DIR]`: (re)generate bindings;
+//! - `pin --ctk <MAJOR.MINOR>`: pin the newest header packages of a target in the lock;
 //! - `verify [PATH...]`: check every seal (no headers, no libclang);
 //! - `check`: regenerate in memory and fail if anything committed differs;
 //! - `test`: everything CI runs (fmt, verify, check, clippy, docs, every test).
 
 mod bench;
 mod ci;
+mod pin;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,7 +18,9 @@ use anyhow::bail;
 use clap::{Parser, Subcommand};
 use hostcb_generator::Ctk;
 use hostcb_generator::emit::{self, GeneratedFile};
+use hostcb_generator::inputs::Lock;
 use hostcb_generator::pipeline::{self, Options, Workspace};
+use hostcb_generator::target::spelled;
 use hostcb_seal::{CTK_PLACEHOLDER, VerifyOptions, VerifyReport, VerifyRoot};
 
 #[derive(Parser)]
@@ -33,7 +37,7 @@ struct Cli {
 enum Command {
     /// Regenerate the bindings of one CTK target (or all), writing only files that change.
     Regen {
-        /// The target: 12.9, 13.0, 13.5, or all.
+        /// The target, MAJOR.MINOR (one of generator/targets.txt), or all.
         #[arg(long)]
         ctk: String,
         /// Read the headers of a local CUDA toolkit (its CUDA_VERSION must match --ctk).
@@ -54,8 +58,15 @@ enum Command {
     Bench(bench::Args),
     /// Regenerate every target in memory and fail if the committed output differs.
     Check {
-        /// The target to check: 12.9, 13.0, 13.5, or all (default).
+        /// The target to check, MAJOR.MINOR, or all (default).
         #[arg(long, default_value = "all")]
+        ctk: String,
+    },
+    /// Pin the newest header packages of a CTK target on PyPI in generator/inputs.lock (fetched
+    /// and hashed); then list the target in generator/targets.txt to generate it.
+    Pin {
+        /// The target, MAJOR.MINOR (12.x or 13.x).
+        #[arg(long)]
         ctk: String,
     },
 }
@@ -72,11 +83,29 @@ fn main() -> ExitCode {
     }
 }
 
-fn targets(ctk: &str) -> anyhow::Result<Vec<Ctk>> {
+/// The targets a `--ctk` value names: `all` is every target of `generator/targets.txt`; one
+/// target must be listed there (its files live in the generated crate beside the others).
+fn targets(ws: &Workspace, ctk: &str) -> anyhow::Result<Vec<Ctk>> {
+    let listed = ws.targets()?;
     if ctk == "all" {
-        return Ok(Ctk::ALL.to_vec());
+        return Ok(listed);
     }
-    Ok(vec![ctk.parse::<Ctk>()?])
+    let one = ctk.parse::<Ctk>()?;
+    if listed.contains(&one) {
+        return Ok(vec![one]);
+    }
+    let lock = Lock::committed()?;
+    if lock.targets().contains(&one) {
+        bail!(
+            "CTK {one} is pinned but generated/ does not hold it: add {one} to generator/targets.txt (which lists {}), then run cargo xtask regen --ctk all",
+            spelled(&listed)
+        );
+    }
+    bail!(
+        "CTK {one} is not a target here: generator/targets.txt lists {} and generator/inputs.lock pins {}; pin it with cargo xtask pin --ctk {one}",
+        spelled(&listed),
+        spelled(&lock.targets())
+    )
 }
 
 fn run(command: Command) -> anyhow::Result<()> {
@@ -89,6 +118,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         } => regen(&ws, &ctk, cuda_home, out),
         Command::Verify { paths } => verify(&ws, paths),
         Command::Check { ctk } => check(&ws, &ctk),
+        Command::Pin { ctk } => pin::run(&ws, &ctk),
         Command::Test => ci::run(&ws.root),
         Command::Bench(args) => bench::run(&ws, args),
     }
@@ -123,10 +153,11 @@ fn regen(
     cuda_home: Option<PathBuf>,
     out: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    let ctks = targets(ctk)?;
+    let ctks = targets(ws, ctk)?;
     if cuda_home.is_some() && ctks.len() != 1 {
         bail!(
-            "--cuda-home reads one toolkit, so it needs one --ctk target (12.9, 13.0 or 13.5), not 'all'"
+            "--cuda-home reads one toolkit, so it needs one --ctk target ({}), not 'all'",
+            spelled(&ws.targets()?)
         );
     }
     let root = out.unwrap_or_else(|| ws.generated());
@@ -143,16 +174,30 @@ fn regen(
         );
     }
     let started = Instant::now();
-    let files = generate_all(ws, &ctks, &Options { cuda_home })?;
-    let summary = emit::write_tree(&root, &files)?;
+    let mut files = generate_all(ws, &ctks, &Options { cuda_home })?;
+    files.extend(pipeline::crate_files(&root, &ws.targets()?)?);
+    // Only a full regen knows every file the list produces, so only it deletes the others.
+    let delete = if ctk == "all" {
+        emit::unproduced_sealed_files(&root, &files)
+    } else {
+        Vec::new()
+    };
+    let summary = emit::write_tree(&root, &files, &delete)?;
     for f in &summary.written {
         eprintln!("wrote {}", root.join(f).display());
     }
+    for f in &summary.deleted {
+        eprintln!(
+            "deleted {} (its target is no longer listed)",
+            root.join(f).display()
+        );
+    }
     eprintln!(
-        "regen: {} files, {} written, {} unchanged, in {:.2} s",
+        "regen: {} files, {} written, {} unchanged, {} deleted, in {:.2} s",
         files.len(),
         summary.written.len(),
         summary.unchanged.len(),
+        summary.deleted.len(),
         started.elapsed().as_secs_f64()
     );
     Ok(())
@@ -184,7 +229,7 @@ fn is_generated_crate(dir: &Path) -> bool {
 
 fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {
     let started = Instant::now();
-    let report = verify_report(&ws.generated(), paths)?;
+    let report = verify_report(&ws.generated(), &ws.targets()?, paths)?;
     // The report lists each failure on its own line, then a summary.
     eprintln!("{report} ({:.3} s)", started.elapsed().as_secs_f64());
     if !report.is_ok() {
@@ -199,7 +244,11 @@ fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {
 /// Verifies `paths` (default: the generated crate at `generated`). The generated crate's root,
 /// however it is spelled, must hold every target's sealed files; failures name the
 /// `cargo xtask regen --ctk` that fixes them.
-fn verify_report(generated: &Path, paths: Vec<PathBuf>) -> anyhow::Result<VerifyReport> {
+fn verify_report(
+    generated: &Path,
+    targets: &[Ctk],
+    paths: Vec<PathBuf>,
+) -> anyhow::Result<VerifyReport> {
     let paths = if paths.is_empty() {
         vec![generated.to_path_buf()]
     } else {
@@ -213,7 +262,7 @@ fn verify_report(generated: &Path, paths: Vec<PathBuf>) -> anyhow::Result<Verify
                 generated.is_some() && std::fs::canonicalize(&path).ok() == generated;
             let root = VerifyRoot::new(path);
             if is_generated {
-                root.expecting(emit::sealed_files())
+                root.expecting(emit::sealed_files(targets))
             } else {
                 root
             }
@@ -227,9 +276,21 @@ fn verify_report(generated: &Path, paths: Vec<PathBuf>) -> anyhow::Result<Verify
 }
 
 fn check(ws: &Workspace, ctk: &str) -> anyhow::Result<()> {
-    let ctks = targets(ctk)?;
-    let files = generate_all(ws, &ctks, &Options::default())?;
-    let diffs = emit::diff_tree(&ws.generated(), &files, 40);
+    let ctks = targets(ws, ctk)?;
+    let mut files = generate_all(ws, &ctks, &Options::default())?;
+    let crate_files = pipeline::crate_files(&ws.generated(), &ws.targets()?)?;
+    files.extend(crate_files.iter().cloned());
+    let mut diffs = emit::diff_tree(&ws.generated(), &files, 40);
+    if ctk == "all" {
+        diffs.extend(
+            emit::unproduced_sealed_files(&ws.generated(), &files)
+                .into_iter()
+                .map(|path| emit::Difference {
+                    path,
+                    diff: "sealed, but its target is not listed in generator/targets.txt any more: regen deletes it".to_owned(),
+                }),
+        );
+    }
     if diffs.is_empty() {
         eprintln!(
             "check: {} generated files match the committed ones",
@@ -244,15 +305,24 @@ fn check(ws: &Workspace, ctk: &str) -> anyhow::Result<()> {
             d.diff
         );
     }
-    let stale: Vec<String> = ctks
-        .iter()
-        .filter(|c| {
-            diffs
+    let shared = diffs.iter().any(|d| {
+        crate_files.iter().any(|f| f.path == d.path)
+            || !ctks
                 .iter()
-                .any(|d| d.path.starts_with(emit::target_dir(**c)))
-        })
-        .map(|c| format!("cargo xtask regen --ctk {c}"))
-        .collect();
+                .any(|c| d.path.starts_with(emit::target_dir(*c)))
+    });
+    let stale: Vec<String> = if shared {
+        vec!["cargo xtask regen --ctk all".to_owned()]
+    } else {
+        ctks.iter()
+            .filter(|c| {
+                diffs
+                    .iter()
+                    .any(|d| d.path.starts_with(emit::target_dir(**c)))
+            })
+            .map(|c| format!("cargo xtask regen --ctk {c}"))
+            .collect()
+    };
     bail!(
         "{} generated file(s) are stale; run: {}",
         diffs.len(),
@@ -268,8 +338,9 @@ mod tests {
     fn copy_of_generated() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("generated");
-        let committed = Workspace::locate().expect("the workspace").generated();
-        for file in emit::sealed_files() {
+        let ws = Workspace::locate().expect("the workspace");
+        let committed = ws.generated();
+        for file in emit::sealed_files(&ws.targets().unwrap()) {
             std::fs::create_dir_all(root.join(&file).parent().unwrap()).unwrap();
             std::fs::copy(committed.join(&file), root.join(&file)).unwrap();
         }
@@ -279,16 +350,17 @@ mod tests {
     #[test]
     fn verify_expects_every_targets_files_in_the_generated_crate() {
         let (_dir, root) = copy_of_generated();
-        let report = verify_report(&root, Vec::new()).unwrap();
+        let targets = Workspace::locate().unwrap().targets().unwrap();
+        let report = verify_report(&root, &targets, Vec::new()).unwrap();
         assert!(report.is_ok(), "{report}");
-        assert_eq!(report.checked.len(), emit::sealed_files().len());
+        assert_eq!(report.checked.len(), emit::sealed_files(&targets).len());
 
         let gone = Path::new("src/bindings/ctk_13_5/runtime.rs");
         std::fs::remove_file(root.join(gone)).unwrap();
         // By default, and when the generated crate is named, however it is spelled.
         for spelled in [None, Some(root.join("src/.."))] {
             let paths: Vec<PathBuf> = spelled.iter().cloned().collect();
-            let report = verify_report(&root, paths).unwrap();
+            let report = verify_report(&root, &targets, paths).unwrap();
             let lines: Vec<String> = report.failures.iter().map(|f| f.to_string()).collect();
             let path = spelled.as_ref().unwrap_or(&root).join(gone);
             assert_eq!(
@@ -302,7 +374,7 @@ mod tests {
             );
         }
         // Another folder expects nothing.
-        let report = verify_report(&root, vec![root.join("src")]).unwrap();
+        let report = verify_report(&root, &targets, vec![root.join("src")]).unwrap();
         assert!(report.is_ok(), "{report}");
     }
 }

@@ -74,21 +74,22 @@ fn regen_into_another_tree_twice() {
     let out = crate_folder();
     let first = regen(out.path());
     assert!(
-        first.contains("regen: 3 files, 3 written, 0 unchanged"),
+        first.contains("regen: 6 files, 5 written, 1 unchanged, 0 deleted"),
         "{first}"
     );
     let dir = out.path().join("src/bindings/ctk_12_9");
-    for name in ["driver.rs", "runtime.rs", "provenance.toml"] {
+    for name in emit::TARGET_FILES {
         assert!(dir.join(name).is_file(), "{name} missing");
     }
+    assert!(out.path().join(emit::BINDINGS_MOD).is_file());
     // What regen wrote is what verify expects of the target.
-    let expected: Vec<PathBuf> = emit::sealed_files()
+    let expected: Vec<PathBuf> = emit::sealed_files(&[Ctk::V12_9])
         .into_iter()
         .filter(|f| f.starts_with(emit::target_dir(Ctk::V12_9)))
         .collect();
     let options = hostcb_seal::VerifyOptions::default();
     let report = hostcb_seal::verify_tree(out.path(), &expected, &options).unwrap();
-    assert!(report.is_ok() && report.checked.len() == 3, "{report}");
+    assert!(report.is_ok() && report.checked.len() == 5, "{report}");
     // No temporary file is left behind.
     assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
 
@@ -102,7 +103,7 @@ fn regen_into_another_tree_twice() {
     assert_eq!(report.temporaries, [stale], "{report}");
     let second = regen(out.path());
     assert!(
-        second.contains("regen: 3 files, 0 written, 3 unchanged"),
+        second.contains("regen: 6 files, 0 written, 6 unchanged, 0 deleted"),
         "{second}"
     );
     assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));

@@ -1,15 +1,31 @@
 //! The lock file `generator/inputs.lock`: for each pinned `name==version`, the wheel file name and
-//! its SHA-256.
+//! its SHA-256; and for each CTK target the generator can make, which two wheels hold its headers
+//! (`target <MAJOR.MINOR> <headers spec> <crt spec>`). The lock is the list of targets.
+
+use std::path::{Path, PathBuf};
 
 use super::{InputError, Provenance};
+use crate::Ctk;
 
-/// The committed lock, embedded at build time.
-const COMMITTED: &str = include_str!("../../inputs.lock");
+/// Where the lock lives in the workspace.
+pub const LOCK_PATH: &str = "generator/inputs.lock";
 
 /// A parsed lock file.
 #[derive(Clone, Debug)]
 pub struct Lock {
     entries: Vec<LockEntry>,
+    targets: Vec<TargetPin>,
+}
+
+/// The header wheels of one target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetPin {
+    /// The target.
+    pub ctk: Ctk,
+    /// `name==version` of the wheel with `cuda.h`, `cuda_runtime_api.h`, `cudaTypedefs.h`.
+    pub headers: String,
+    /// `name==version` of the wheel with `crt/host_defines.h`.
+    pub crt: String,
 }
 
 /// One locked wheel.
@@ -50,15 +66,36 @@ impl LockEntry {
 }
 
 impl Lock {
-    /// The committed `generator/inputs.lock`.
+    /// The committed `generator/inputs.lock` of the workspace this command runs in (read at run
+    /// time, so a checkout sharing a target folder with another reads its own lock).
     pub fn committed() -> Result<Self, InputError> {
-        Lock::parse(COMMITTED)
+        Lock::load(&Self::committed_path()?)
+    }
+
+    /// Where [`Lock::committed`] reads the lock.
+    pub fn committed_path() -> Result<PathBuf, InputError> {
+        let ws = crate::pipeline::Workspace::locate().map_err(|e| InputError::BadLock {
+            line: 0,
+            detail: e.to_string(),
+        })?;
+        Ok(ws.root.join(LOCK_PATH))
+    }
+
+    /// Reads and parses a lock file.
+    pub fn load(path: &Path) -> Result<Self, InputError> {
+        let text = std::fs::read_to_string(path).map_err(|e| InputError::BadLock {
+            line: 0,
+            detail: format!("cannot read {}: {e}", path.display()),
+        })?;
+        Lock::parse(&text)
     }
 
     /// Parses lock text: `#` starts a comment; every other non-blank line is
-    /// `<name>==<version> <wheel file> <sha256>`, fields separated by whitespace.
+    /// `<name>==<version> <wheel file> <sha256>` or `target <MAJOR.MINOR> <headers spec> <crt
+    /// spec>`, fields separated by whitespace; a target's specs must be locked.
     pub fn parse(text: &str) -> Result<Self, InputError> {
         let mut entries: Vec<LockEntry> = Vec::new();
+        let mut targets: Vec<(usize, TargetPin)> = Vec::new();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
@@ -69,6 +106,29 @@ impl Lock {
                 detail,
             };
             let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.first() == Some(&"target") {
+                let ["target", ctk, headers, crt] = fields[..] else {
+                    return Err(bad(format!(
+                        "a target line is `target <MAJOR.MINOR> <headers spec> <crt spec>`, found {} fields",
+                        fields.len()
+                    )));
+                };
+                let ctk: Ctk = ctk
+                    .parse()
+                    .map_err(|e: crate::target::UnknownCtk| bad(e.to_string()))?;
+                if targets.iter().any(|(_, t)| t.ctk == ctk) {
+                    return Err(bad(format!("target {ctk} is pinned twice")));
+                }
+                targets.push((
+                    i + 1,
+                    TargetPin {
+                        ctk,
+                        headers: headers.to_owned(),
+                        crt: crt.to_owned(),
+                    },
+                ));
+                continue;
+            }
             let [spec, file, sha256] = fields[..] else {
                 return Err(bad(format!("expected 3 fields, found {}", fields.len())));
             };
@@ -101,7 +161,92 @@ impl Lock {
             }
             entries.push(entry);
         }
-        Ok(Lock { entries })
+        for (line, t) in &targets {
+            for spec in [&t.headers, &t.crt] {
+                if !entries.iter().any(|e| &e.spec() == spec) {
+                    return Err(InputError::BadLock {
+                        line: *line,
+                        detail: format!("target {} names {spec}, which has no wheel line", t.ctk),
+                    });
+                }
+            }
+        }
+        let mut targets: Vec<TargetPin> = targets.into_iter().map(|(_, t)| t).collect();
+        targets.sort_by_key(|t| t.ctk);
+        Ok(Lock { entries, targets })
+    }
+
+    /// The targets the generator can make: those the lock pins headers for, oldest first.
+    pub fn targets(&self) -> Vec<Ctk> {
+        self.targets.iter().map(|t| t.ctk).collect()
+    }
+
+    /// The header wheels of `ctk`.
+    pub fn target(&self, ctk: Ctk) -> Result<&TargetPin, InputError> {
+        self.targets
+            .iter()
+            .find(|t| t.ctk == ctk)
+            .ok_or_else(|| InputError::NotPinned {
+                ctk,
+                pinned: crate::target::spelled(&self.targets()),
+            })
+    }
+
+    /// The lock with `pin` and its two wheels in place of whatever it pinned for that target
+    /// before (wheels no other target uses are dropped).
+    pub fn with_target(&self, pin: TargetPin, wheels: [LockEntry; 2]) -> Lock {
+        let mut targets: Vec<TargetPin> = self
+            .targets
+            .iter()
+            .filter(|t| t.ctk != pin.ctk)
+            .cloned()
+            .collect();
+        targets.push(pin);
+        targets.sort_by_key(|t| t.ctk);
+        let used = |spec: &str| targets.iter().any(|t| t.headers == spec || t.crt == spec);
+        let mut entries: Vec<LockEntry> = self
+            .entries
+            .iter()
+            .filter(|e| !e.name.starts_with("nvidia-") || used(&e.spec()))
+            .filter(|e| wheels.iter().all(|w| w.spec() != e.spec()))
+            .cloned()
+            .collect();
+        entries.extend(wheels);
+        Lock { entries, targets }
+    }
+
+    /// The lock as text, in a fixed layout: a header, one block per target (its target line and
+    /// its two wheels), then every other wheel.
+    pub fn render(&self) -> String {
+        let mut out = String::from(LOCK_HEADER);
+        let mut placed: Vec<String> = Vec::new();
+        for t in &self.targets {
+            out.push_str(&format!(
+                "\n# CUDA {}\ntarget {}  {}  {}\n",
+                t.ctk, t.ctk, t.headers, t.crt
+            ));
+            for spec in [&t.headers, &t.crt] {
+                if placed.contains(spec) {
+                    continue;
+                }
+                if let Some(e) = self.entries.iter().find(|e| &e.spec() == spec) {
+                    out.push_str(&format!("{}  {}  {}\n", e.spec(), e.file, e.sha256));
+                    placed.push(spec.clone());
+                }
+            }
+        }
+        let rest: Vec<&LockEntry> = self
+            .entries
+            .iter()
+            .filter(|e| !placed.contains(&e.spec()))
+            .collect();
+        if !rest.is_empty() {
+            out.push_str("\n# Tools: libclang for bindgen (ships clang/native/libclang.so, no resource headers).\n");
+            for e in rest {
+                out.push_str(&format!("{}  {}  {}\n", e.spec(), e.file, e.sha256));
+            }
+        }
+        out
     }
 
     /// The entry for `name==version`.
@@ -119,6 +264,20 @@ impl Lock {
         &self.entries
     }
 }
+
+/// The comment at the top of the lock, which [`Lock::render`] writes.
+const LOCK_HEADER: &str = "\
+# The pinned inputs of the generator, and the list of CTK targets it can make.
+#
+#   target <MAJOR.MINOR>  <headers package==version>  <crt package==version>
+#   <package>==<version>  <wheel file name>  <sha256 of the wheel>
+#
+# The generator fetches each wheel with `python3 -m pip download --no-deps --only-binary=:all:
+# --platform manylinux2014_x86_64` and refuses any file whose name or SHA-256 differs from this
+# list. A target reads cuda.h, cuda_runtime_api.h and cudaTypedefs.h from its headers wheel and
+# crt/ from its crt wheel. `cargo xtask pin --ctk X.Y` adds or refreshes a target (the newest
+# wheels of X.Y) and rewrites this file; generator/targets.txt says which targets generated/ holds.
+";
 
 #[cfg(test)]
 mod tests {

@@ -10,10 +10,7 @@
 //! the way to see on a GPU that the checks can fail.
 
 // Without a target there are no cases, and the harness runs nothing.
-#![cfg_attr(
-    not(any(feature = "ctk-12-9", feature = "ctk-13-0", feature = "ctk-13-5")),
-    allow(unused)
-)]
+#![cfg_attr(not(feature = "all-targets"), allow(unused))]
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,38 +20,23 @@ use std::time::{Duration, Instant};
 use cuda_hostcb_safe::{default_panic_hook, set_panic_hook};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
-#[cfg(feature = "ctk-12-9")]
-#[path = "."]
-#[allow(clippy::duplicate_mod, reason = "every target runs the same cases")]
-mod ctk_12_9 {
-    pub use cuda_hostcb_safe::ctk_12_9 as safe;
-    pub use cuda_hostcb_safe::ctk_12_9::sys;
-    pub const TARGET: &str = "ctk_12_9";
-    mod cases;
-    pub use cases::{probe, trials};
+/// One module per target enabled on `cuda-hostcb` (`cuda_hostcb::for_each_target!`), each
+/// running the same cases (`cases.rs`) over that target's safe layer.
+macro_rules! matrix_target {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        #[path = "."]
+        #[allow(clippy::duplicate_mod, reason = "every target runs the same cases")]
+        mod $target {
+            pub use cuda_hostcb_safe::$target as safe;
+            pub use cuda_hostcb_safe::$target::sys;
+            pub const TARGET: &str = stringify!($target);
+            mod cases;
+            pub use cases::{probe, trials};
+        }
+    };
 }
 
-#[cfg(feature = "ctk-13-0")]
-#[path = "."]
-#[allow(clippy::duplicate_mod, reason = "every target runs the same cases")]
-mod ctk_13_0 {
-    pub use cuda_hostcb_safe::ctk_13_0 as safe;
-    pub use cuda_hostcb_safe::ctk_13_0::sys;
-    pub const TARGET: &str = "ctk_13_0";
-    mod cases;
-    pub use cases::{probe, trials};
-}
-
-#[cfg(feature = "ctk-13-5")]
-#[path = "."]
-#[allow(clippy::duplicate_mod, reason = "every target runs the same cases")]
-mod ctk_13_5 {
-    pub use cuda_hostcb_safe::ctk_13_5 as safe;
-    pub use cuda_hostcb_safe::ctk_13_5::sys;
-    pub const TARGET: &str = "ctk_13_5";
-    mod cases;
-    pub use cases::{probe, trials};
-}
+cuda_hostcb::for_each_target!(matrix_target);
 
 /// What the probe found for one target.
 pub enum Gpu {
@@ -261,12 +243,12 @@ fn main() {
         }
         trials.extend(made);
     };
-    #[cfg(feature = "ctk-12-9")]
-    add(ctk_12_9::TARGET, ctk_12_9::probe(), ctk_12_9::trials);
-    #[cfg(feature = "ctk-13-0")]
-    add(ctk_13_0::TARGET, ctk_13_0::probe(), ctk_13_0::trials);
-    #[cfg(feature = "ctk-13-5")]
-    add(ctk_13_5::TARGET, ctk_13_5::probe(), ctk_13_5::trials);
+    macro_rules! add_target {
+        ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+            add($target::TARGET, $target::probe(), $target::trials)
+        };
+    }
+    cuda_hostcb::for_each_target!(add_target);
 
     let skipped = trials.iter().filter(|t| t.has_ignored_flag()).count();
     if skipped > 0 {

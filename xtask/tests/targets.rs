@@ -1,0 +1,127 @@
+//! Targets are data: the list in `generator/targets.txt` decides which targets the generated
+//! crate holds, its module list, its features and `for_each_target!`; a full regen deletes the
+//! sealed files of targets taken off the list. Run on a copy of the workspace whose list is
+//! changed, with the real xtask binary and the real pinned inputs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    Path::new(&dir).parent().unwrap().to_path_buf()
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// What generation reads and writes, copied: the manifest, generator/'s configuration, the
+/// templates and the generated crate.
+fn workspace_copy() -> tempfile::TempDir {
+    let here = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    let b = dir.path();
+    std::fs::copy(here.join("Cargo.toml"), b.join("Cargo.toml")).unwrap();
+    copy_tree(
+        &here.join("generator/allowlist"),
+        &b.join("generator/allowlist"),
+    );
+    for file in ["generator/targets.txt", "generator/inputs.lock"] {
+        std::fs::copy(here.join(file), b.join(file)).unwrap();
+    }
+    copy_tree(&here.join("templates"), &b.join("templates"));
+    copy_tree(&here.join("generated/src"), &b.join("generated/src"));
+    std::fs::copy(
+        here.join("generated/Cargo.toml"),
+        b.join("generated/Cargo.toml"),
+    )
+    .unwrap();
+    dir
+}
+
+fn xtask(root: &Path, args: &[&str]) -> Output {
+    // The copy reads the inputs this checkout has cached (the same pinned, hash-checked files).
+    let cache = std::env::var_os("HOSTCB_INPUTS_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/hostcb-inputs"));
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .current_dir(root)
+        .env_remove("CARGO_MANIFEST_DIR")
+        .env("HOSTCB_INPUTS_CACHE", cache)
+        .output()
+        .unwrap()
+}
+
+fn succeeds(root: &Path, args: &[&str]) -> String {
+    let out = xtask(root, args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    stderr
+}
+
+#[test]
+fn taking_targets_off_the_list_removes_them_everywhere_and_nothing_else() {
+    let copy = workspace_copy();
+    let root = copy.path();
+    std::fs::write(root.join("generator/targets.txt"), "# only one\n13.0\n").unwrap();
+
+    // A single target off the list is refused, naming the list.
+    let out = xtask(root, &["regen", "--ctk", "12.9"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(
+            "CTK 12.9 is pinned but generated/ does not hold it: add 12.9 to generator/targets.txt"
+        ),
+        "{stderr}"
+    );
+    // Check sees the files of the targets taken off the list.
+    let out = xtask(root, &["check"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("src/bindings/ctk_12_9/driver.rs") && stderr.contains("regen deletes it"),
+        "{stderr}"
+    );
+
+    let regen = succeeds(root, &["regen", "--ctk", "all"]);
+    assert!(regen.contains(", 8 deleted,"), "{regen}");
+    let generated = root.join("generated");
+    for gone in ["ctk_12_9", "ctk_13_5"] {
+        assert!(
+            !generated.join("src/bindings").join(gone).exists(),
+            "{gone} is still there:\n{regen}"
+        );
+    }
+    assert!(generated.join("src/bindings/ctk_13_0/driver.rs").is_file());
+    let module_list = std::fs::read_to_string(generated.join("src/bindings/mod.rs")).unwrap();
+    assert!(module_list.contains("pub mod ctk_13_0;"), "{module_list}");
+    assert!(!module_list.contains("ctk_12_9"), "{module_list}");
+    let manifest = std::fs::read_to_string(generated.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("ctk-13-0 = []\nall-targets = [\"ctk-13-0\"]\n"),
+        "{manifest}"
+    );
+    assert!(!manifest.contains("ctk-12-9"), "{manifest}");
+    // The rest of the manifest is kept as it was.
+    assert!(manifest.contains("[dependencies]\nlibloading.workspace = true"));
+
+    // The result verifies and is current.
+    succeeds(root, &["verify"]);
+    succeeds(root, &["check"]);
+    let again = succeeds(root, &["regen", "--ctk", "all"]);
+    assert!(
+        again.contains(", 0 written, 6 unchanged, 0 deleted"),
+        "{again}"
+    );
+}
