@@ -28,7 +28,7 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// A second checkout holding what `verify` reads: the workspace manifest, the allow-lists (which
-/// mark a workspace root) and the generated crate.
+/// mark a workspace root), the target list and the generated crate.
 fn second_checkout() -> tempfile::TempDir {
     let here = this_checkout();
     let dir = tempfile::tempdir().unwrap();
