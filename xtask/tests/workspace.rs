@@ -38,6 +38,11 @@ fn second_checkout() -> tempfile::TempDir {
         &here.join("generator/allowlist"),
         &b.join("generator/allowlist"),
     );
+    std::fs::copy(
+        here.join("generator/targets.txt"),
+        b.join("generator/targets.txt"),
+    )
+    .unwrap();
     copy_tree(&here.join("generated/src"), &b.join("generated/src"));
     std::fs::create_dir_all(b.join("xtask")).unwrap();
     dir
