@@ -74,7 +74,15 @@ fn newest(ctk: Ctk, package: &str, wheels_dir: &Path) -> anyhow::Result<LockEntr
         .tempdir_in(wheels_dir)
         .with_context(|| format!("cannot create a folder in {}", wheels_dir.display()))?;
     eprintln!("pin: fetching the newest {spec} from PyPI");
-    Pip::default().fetch(&spec, tmp.path())?;
+    if let Err(e) = Pip::default().fetch(&spec, tmp.path()) {
+        let text = e.to_string();
+        if text.contains("No matching distribution") {
+            bail!(
+                "PyPI has no {package} release for CTK {ctk} (no {spec}); is {ctk} a CUDA toolkit release? (there was no 12.7, for one)"
+            );
+        }
+        return Err(e.into());
+    }
     let wheels: Vec<PathBuf> = std::fs::read_dir(tmp.path())?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "whl"))
