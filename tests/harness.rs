@@ -96,8 +96,11 @@ macro_rules! scenarios_of {
     ($binding:ty, []) => {
         $crate::harness::common::<$binding>()
     };
-    ($binding:ty, [host_func_v2]) => {
+    ($binding:ty, [host_func_v2 $($rest:ident)*]) => {
         $crate::harness::with_v2::<$binding>()
+    };
+    ($binding:ty, [$other:ident $($rest:ident)*]) => {
+        $crate::scenarios_of!($binding, [$($rest)*])
     };
 }
 
@@ -219,37 +222,69 @@ mod tests {
         }
     }
 
+    /// Every enabled target (`cuda_hostcb::for_each_target!`), with whether it offers
+    /// `host_func_v2`: the expected counts follow the target list, not a number written here.
+    fn targets() -> Vec<(&'static str, bool)> {
+        let mut targets = Vec::new();
+        macro_rules! target {
+            ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+                targets.push((
+                    stringify!($target),
+                    [$(stringify!($capability)),*].contains(&"host_func_v2"),
+                ))
+            };
+        }
+        cuda_hostcb::for_each_target!(target);
+        targets
+    }
+
+    /// Trials per binding (target and API) that every target has, and that `host_func_v2` adds.
+    const COMMON_TRIALS: usize = 10;
+
+    fn expected_trials() -> usize {
+        targets()
+            .iter()
+            .map(|&(_, v2)| 2 * (COMMON_TRIALS + usize::from(v2)))
+            .sum()
+    }
+
     #[test]
     fn every_scenario_is_planned_for_every_target_and_api() {
         let planned = plan(&probe(false, Some(2)));
-        assert_eq!(planned.len(), 6 * 10 + 2);
+        assert!(!targets().is_empty(), "the tests are built with no target");
+        assert_eq!(planned.len(), expected_trials());
         let names: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
-        for name in [
-            "ctk_12_9::driver::replay_five",
-            "ctk_12_9::runtime::canary_replay_wrong_binding",
-            "ctk_13_0::driver::several_devices",
-            "ctk_13_5::driver::host_func_v2",
-            "ctk_13_5::runtime::host_func_v2",
-        ] {
-            assert!(names.contains(&name), "{name} missing");
+        for (target, v2) in targets() {
+            for api in ["driver", "runtime"] {
+                for scenario in [
+                    "replay_five",
+                    "canary_replay_wrong_binding",
+                    "several_devices",
+                ] {
+                    let name = format!("{target}::{api}::{scenario}");
+                    assert!(names.contains(&name.as_str()), "{name} missing");
+                }
+                let name = format!("{target}::{api}::host_func_v2");
+                assert_eq!(names.contains(&name.as_str()), v2, "{name}");
+            }
         }
-        assert!(!names.contains(&"ctk_13_0::driver::host_func_v2"));
         assert!(planned.iter().all(|p| p.gate == Gate::Run));
     }
 
     #[test]
     fn without_a_gpu_everything_is_skipped_and_counted() {
+        let n = expected_trials();
         let planned = plan(&probe(false, None));
         assert_eq!(
             summary(&planned),
-            vec!["SKIP: 62 GPU tests: no CUDA driver"]
+            vec![format!("SKIP: {n} GPU tests: no CUDA driver")]
         );
         let planned = plan(&probe(true, None));
         assert_eq!(
             summary(&planned),
-            vec![
-                "FAIL: 62 GPU tests: REQUIRE_GPU=1, and no usable GPU: could not load libcuda.so.1"
-            ]
+            vec![format!(
+                "FAIL: {n} GPU tests: REQUIRE_GPU=1, and no usable GPU: could not load libcuda.so.1"
+            )]
         );
     }
 
@@ -258,10 +293,11 @@ mod tests {
         let planned = plan(&probe(true, Some(1)));
         assert_eq!(
             summary(&planned),
-            vec![
-                "SKIP: 6 GPU tests: needs 2 or more CUDA devices, 1 visible: run it on a \
-                 multi-GPU machine"
-            ]
+            vec![format!(
+                "SKIP: {} GPU tests: needs 2 or more CUDA devices, 1 visible: run it on a \
+                 multi-GPU machine",
+                2 * targets().len()
+            )]
         );
     }
 

@@ -512,6 +512,9 @@ pub fn capabilities(model: &Model) -> Vec<&'static str> {
     if has(&model.driver, "cuLaunchHostFunc_v2") && has(&model.runtime, "cudaLaunchHostFunc_v2") {
         caps.push("host_func_v2");
     }
+    if has(&model.driver, "cuStreamGetCaptureInfo_v3") {
+        caps.push("capture_info_v3");
+    }
     caps
 }
 
@@ -594,8 +597,10 @@ pub fn write_bindings_mod(targets: &[crate::Ctk]) -> syn::File {
         " for each target whose cargo feature is enabled, oldest first, e.g.".to_owned(),
         " `$callback! { ctk_13_0, \"13.0\", 13, [] }`. The targets are those of".to_owned(),
         format!(" `generator/targets.txt` ({list}); the capabilities name what a target offers"),
-        " beyond the common API: `host_func_v2` (`cuLaunchHostFunc_v2` and".to_owned(),
-        " `cudaLaunchHostFunc_v2`, CTK 13.1 and later).".to_owned(),
+        " beyond the common API: `host_func_v2` where the headers declare `cuLaunchHostFunc_v2`"
+            .to_owned(),
+        " and `cudaLaunchHostFunc_v2` (CTK 13.2 and later; their ABI version is 13010);".to_owned(),
+        " `capture_info_v3` where they declare `cuStreamGetCaptureInfo_v3` (CTK 12.3 and later).".to_owned(),
         String::new(),
         " Code written once for every target (tests, the safe layer, benchmarks) expands through it,"
             .to_owned(),

@@ -101,7 +101,67 @@ macro_rules! safe_target {
             pub use context::Context;
             pub use graph::{Graph, GraphExec, GraphNode};
             pub use stream::Stream;
+
+            capture_info!([$($capability)*]);
         }
+    };
+}
+
+/// Defines `capture_info(stream, status, graph)` in a target module: the stream's capture status
+/// and graph, through the newest `cuStreamGetCaptureInfo` the target declares (`_v3` from CTK
+/// 12.3, `_v2` before; its capabilities say which).
+macro_rules! capture_info {
+    ([]) => {
+        /// `cuStreamGetCaptureInfo_v2`: the capture status and graph of `stream`.
+        ///
+        /// # Safety
+        ///
+        /// `stream` is a valid stream of the current context.
+        unsafe fn capture_info(
+            stream: sys::CUstream,
+            status: &mut sys::CUstreamCaptureStatus,
+            graph: &mut sys::CUgraph,
+        ) -> Result<(), cuda_hostcb::Error> {
+            // SAFETY: the caller passes a valid stream; the outputs not wanted are null.
+            unsafe {
+                sys::cuStreamGetCaptureInfo_v2(
+                    stream,
+                    status,
+                    std::ptr::null_mut(),
+                    graph,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            }
+        }
+    };
+    ([capture_info_v3 $($rest:ident)*]) => {
+        /// `cuStreamGetCaptureInfo_v3`: the capture status and graph of `stream`.
+        ///
+        /// # Safety
+        ///
+        /// `stream` is a valid stream of the current context.
+        unsafe fn capture_info(
+            stream: sys::CUstream,
+            status: &mut sys::CUstreamCaptureStatus,
+            graph: &mut sys::CUgraph,
+        ) -> Result<(), cuda_hostcb::Error> {
+            // SAFETY: the caller passes a valid stream; the outputs not wanted are null.
+            unsafe {
+                sys::cuStreamGetCaptureInfo_v3(
+                    stream,
+                    status,
+                    std::ptr::null_mut(),
+                    graph,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            }
+        }
+    };
+    ([$other:ident $($rest:ident)*]) => {
+        capture_info!([$($rest)*]);
     };
 }
 

@@ -204,22 +204,12 @@ impl Stream {
         Ok(())
     }
 
-    /// The graph the stream is capturing into (`cuStreamGetCaptureInfo`).
+    /// The graph the stream is capturing into (`cuStreamGetCaptureInfo`, see `capture_info`).
     fn capturing_graph(&self) -> Result<sys::CUgraph, Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let mut graph: sys::CUgraph = ptr::null_mut();
         // SAFETY: the stream is valid; the optional outputs that are not wanted are null.
-        unsafe {
-            sys::cuStreamGetCaptureInfo_v3(
-                self.raw,
-                &mut status,
-                ptr::null_mut(),
-                &mut graph,
-                ptr::null_mut(),
-                ptr::null_mut(),
-                ptr::null_mut(),
-            )?
-        };
+        unsafe { super::capture_info(self.raw, &mut status, &mut graph)? };
         match CaptureStatus::from_raw(status.0) {
             CaptureStatus::Active if !graph.is_null() => Ok(graph),
             _ => Err(Error::CaptureInvalidated),
