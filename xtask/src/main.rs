@@ -21,7 +21,7 @@ use hostcb_generator::emit::{self, GeneratedFile};
 use hostcb_generator::inputs::Lock;
 use hostcb_generator::pipeline::{self, Options, Workspace};
 use hostcb_generator::target::spelled;
-use hostcb_seal::{CTK_PLACEHOLDER, VerifyOptions, VerifyReport, VerifyRoot};
+use hostcb_seal::{CTK_PLACEHOLDER, VerifyOptions, VerifyRoot};
 
 #[derive(Parser)]
 #[command(
@@ -228,34 +228,22 @@ fn is_generated_crate(dir: &Path) -> bool {
 }
 
 fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let report = verify_report(&ws.generated(), &ws.targets()?, paths)?;
-    // The report lists each failure on its own line, then a summary.
-    eprintln!("{report} ({:.3} s)", started.elapsed().as_secs_f64());
-    if !report.is_ok() {
-        bail!(
-            "{} sealed file(s) failed verification",
-            report.failures.len()
-        );
-    }
+    let roots = verify_roots(&ws.generated(), &ws.targets()?, paths);
+    // The report lists each failure on its own line, then a summary; the same as `hostcb-seal verify`.
+    hostcb_seal::run_verify(&roots, &verify_options(), &mut std::io::stderr())?;
     Ok(())
 }
 
-/// Verifies `paths` (default: the generated crate at `generated`). The generated crate's root,
-/// however it is spelled, must hold every target's sealed files; failures name the
-/// `cargo xtask regen --ctk` that fixes them.
-fn verify_report(
-    generated: &Path,
-    targets: &[Ctk],
-    paths: Vec<PathBuf>,
-) -> anyhow::Result<VerifyReport> {
+/// The roots to verify for `paths` (default: the generated crate at `generated`). The generated
+/// crate's root, however it is spelled, must hold every target's sealed files.
+fn verify_roots(generated: &Path, targets: &[Ctk], paths: Vec<PathBuf>) -> Vec<VerifyRoot> {
     let paths = if paths.is_empty() {
         vec![generated.to_path_buf()]
     } else {
         paths
     };
     let generated = std::fs::canonicalize(generated).ok();
-    let roots: Vec<VerifyRoot> = paths
+    paths
         .into_iter()
         .map(|path| {
             let is_generated =
@@ -267,12 +255,16 @@ fn verify_report(
                 root
             }
         })
-        .collect();
-    let options = VerifyOptions {
+        .collect()
+}
+
+/// Failures name the `cargo xtask regen --ctk` that fixes them; a killed regen's temporary
+/// files are skipped with a note.
+fn verify_options() -> VerifyOptions {
+    VerifyOptions {
         regen_command: format!("cargo xtask regen --ctk {CTK_PLACEHOLDER}"),
         temp_prefix: Some(emit::TEMP_PREFIX.to_owned()),
-    };
-    Ok(hostcb_seal::verify_roots(&roots, &options)?)
+    }
 }
 
 fn check(ws: &Workspace, ctk: &str) -> anyhow::Result<()> {
@@ -347,11 +339,20 @@ mod tests {
         (dir, root)
     }
 
+    fn verify_report(
+        generated: &Path,
+        targets: &[Ctk],
+        paths: Vec<PathBuf>,
+    ) -> hostcb_seal::VerifyReport {
+        hostcb_seal::verify_roots(&verify_roots(generated, targets, paths), &verify_options())
+            .unwrap()
+    }
+
     #[test]
     fn verify_expects_every_targets_files_in_the_generated_crate() {
         let (_dir, root) = copy_of_generated();
         let targets = Workspace::locate().unwrap().targets().unwrap();
-        let report = verify_report(&root, &targets, Vec::new()).unwrap();
+        let report = verify_report(&root, &targets, Vec::new());
         assert!(report.is_ok(), "{report}");
         assert_eq!(report.checked.len(), emit::sealed_files(&targets).len());
 
@@ -360,7 +361,7 @@ mod tests {
         // By default, and when the generated crate is named, however it is spelled.
         for spelled in [None, Some(root.join("src/.."))] {
             let paths: Vec<PathBuf> = spelled.iter().cloned().collect();
-            let report = verify_report(&root, &targets, paths).unwrap();
+            let report = verify_report(&root, &targets, paths);
             let lines: Vec<String> = report.failures.iter().map(|f| f.to_string()).collect();
             let path = spelled.as_ref().unwrap_or(&root).join(gone);
             assert_eq!(
@@ -374,7 +375,7 @@ mod tests {
             );
         }
         // Another folder expects nothing.
-        let report = verify_report(&root, &targets, vec![root.join("src")]).unwrap();
+        let report = verify_report(&root, &targets, vec![root.join("src")]);
         assert!(report.is_ok(), "{report}");
     }
 }

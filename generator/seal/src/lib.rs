@@ -33,12 +33,14 @@
 //! generator, target or inputs made it; only regenerating and comparing catches stale output.
 
 mod check;
+mod command;
 mod git;
 mod line;
 mod verify;
 mod write;
 
 pub use check::{SealInfo, SealProblem, check_contents};
+pub use command::{CommandError, run_verify};
 pub use verify::{
     CTK_PLACEHOLDER, Failure, Problem, VerifyError, VerifyOptions, VerifyReport, VerifyRoot,
     verify_paths, verify_paths_with, verify_roots, verify_tree,
