@@ -5,7 +5,7 @@
 //! Wheels come from PyPI through `python3 -m pip download` into a cache folder chosen by the caller
 //! (`<cache>/wheels/`), are checked against the lock, and are unpacked, only the part generation
 //! needs, into `<cache>/unpacked/`. A cached wheel whose hash matches is reused without the network.
-//! An unpacked tree is checked against its wheel on every use (see [`unpacked`]); one that fails
+//! An unpacked tree is checked against its wheel on every use (see `inputs/unpacked.rs`); one that fails
 //! is unpacked again from the hash-checked wheel, with one warning line. A download and an unpack
 //! each print one line to stderr; a run that finds everything cached and intact prints nothing.
 
@@ -107,9 +107,10 @@ pub struct Provenance {
     pub name: String,
     /// The package version, or the toolkit's CUDA version (`12.9`).
     pub version: String,
-    /// The wheel file name, or the path of a local file (`override: <path>` for `LIBCLANG_PATH`).
+    /// The wheel file name, or the path of a local file (`override: <library>` for the library
+    /// that `LIBCLANG_PATH` leads clang-sys to).
     pub file: String,
-    /// SHA-256 of that file, lower-case hex (`unknown` when it could not be read).
+    /// SHA-256 of that file, lower-case hex.
     pub sha256: String,
 }
 
@@ -279,6 +280,14 @@ pub enum InputError {
     )]
     NoLibclang {
         /// Why the pinned one failed.
+        detail: String,
+    },
+    /// `LIBCLANG_PATH` names no libclang that clang-sys could load.
+    #[error("LIBCLANG_PATH={} {detail}", path.display())]
+    BadLibclangPath {
+        /// The value of `LIBCLANG_PATH`.
+        path: PathBuf,
+        /// What is wrong, and what to do.
         detail: String,
     },
     /// gcc is needed for clang's `<stddef.h>` and friends but could not be run.

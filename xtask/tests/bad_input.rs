@@ -64,6 +64,11 @@ fn fails(args: &[&str], env: &[(&str, &str)]) -> String {
     let out = output_within(cmd, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} succeeded:\n{stderr}");
+    assert!(
+        out.status.code() == Some(1) && !stderr.contains("panicked"),
+        "{args:?} panicked or was killed ({}):\n{stderr}",
+        out.status
+    );
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(
         errors.len(),
@@ -523,4 +528,50 @@ fn cuda_home_headers_that_are_fifos() {
             "{e}"
         );
     }
+}
+
+/// `LIBCLANG_PATH` naming a folder that exists but holds no libclang: one error line, exit 1,
+/// before bindgen (which panics, exit 101). A folder holding the real library under a versioned
+/// name works, and provenance records that file's SHA-256.
+#[test]
+fn libclang_path_without_a_libclang() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        workspace().join("generated/Cargo.toml"),
+        out.path().join("Cargo.toml"),
+    )
+    .unwrap();
+    let out_arg = out.path().to_str().unwrap();
+    let e = fails(
+        &["regen", "--ctk", "13.0", "--out", out_arg],
+        &[("LIBCLANG_PATH", empty.path().to_str().unwrap())],
+    );
+    assert!(
+        e.contains(&format!(
+            "LIBCLANG_PATH={} holds no libclang that clang-sys can load",
+            empty.path().display()
+        )),
+        "{e}"
+    );
+
+    let pinned = hostcb_generator::inputs::Fetcher::committed()
+        .unwrap()
+        .libclang(&workspace().join("target/hostcb-inputs"))
+        .unwrap()
+        .dir
+        .join("libclang.so");
+    let versioned = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&pinned, versioned.path().join("libclang.so.18")).unwrap();
+    let stderr = succeeds(
+        &["regen", "--ctk", "13.0", "--out", out_arg],
+        &[("LIBCLANG_PATH", versioned.path().to_str().unwrap())],
+    );
+    assert!(stderr.contains("warning: LIBCLANG_PATH="), "{stderr}");
+    let provenance =
+        std::fs::read_to_string(out.path().join("src/bindings/ctk_13_0/provenance.toml")).unwrap();
+    let digest = Sha256::digest(std::fs::read(&pinned).unwrap());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(provenance.contains(&hex), "{provenance}");
+    assert!(!provenance.contains("sha256 = \"unknown\""), "{provenance}");
 }

@@ -1,6 +1,6 @@
 //! Wheels: fetching one with pip, checking its SHA-256 against the lock, and unpacking part of it
 //! safely (no entry may land outside the target folder; a failed unpack leaves nothing behind),
-//! with a manifest of what was written (see [`super::unpacked`]).
+//! with a manifest of what was written (see `unpacked.rs`).
 
 use std::ffi::OsString;
 use std::fs;
