@@ -5,21 +5,33 @@
 //! Wheels come from PyPI through `python3 -m pip download` into a cache folder chosen by the caller
 //! (`<cache>/wheels/`), are checked against the lock, and are unpacked, only the part generation
 //! needs, into `<cache>/unpacked/`. A cached wheel whose hash matches is reused without the network.
+//! An unpacked tree is checked against its wheel on every use (see `inputs/unpacked.rs`); one that fails
+//! is unpacked again from the hash-checked wheel, with one warning line. A download and an unpack
+//! each print one line to stderr; a run that finds everything cached and intact prints nothing.
 
+mod files;
 mod headers;
 mod libclang;
 mod lock;
+mod unpacked;
 mod wheel;
 
 use std::fmt;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::target::Ctk;
 
+pub use files::sha256_file;
 pub use headers::local_headers;
 pub use libclang::{LIBCLANG_VERSION, local_libclang};
 pub use lock::{LOCK_PATH, Lock, LockEntry, TargetPin};
-pub use wheel::{Fetch, Pip, sha256_file, unpack_wheel, verify_wheel};
+pub use wheel::{Fetch, Pip, unpack_wheel, verify_wheel};
+
+/// Prints one progress line of the inputs (a download, an unpack, a repaired cache) to stderr.
+pub(crate) fn report(line: &str) {
+    eprintln!("{line}");
+}
 
 /// Everything generation reads for one target.
 #[derive(Clone, Debug)]
@@ -95,9 +107,10 @@ pub struct Provenance {
     pub name: String,
     /// The package version, or the toolkit's CUDA version (`12.9`).
     pub version: String,
-    /// The wheel file name, or the path of a local file (`override: <path>` for `LIBCLANG_PATH`).
+    /// The wheel file name, or the path of a local file (`override: <library>` for the library
+    /// that `LIBCLANG_PATH` leads clang-sys to).
     pub file: String,
-    /// SHA-256 of that file, lower-case hex (`unknown` when it could not be read).
+    /// SHA-256 of that file, lower-case hex.
     pub sha256: String,
 }
 
@@ -269,6 +282,14 @@ pub enum InputError {
         /// Why the pinned one failed.
         detail: String,
     },
+    /// `LIBCLANG_PATH` names no libclang that clang-sys could load.
+    #[error("LIBCLANG_PATH={} {detail}", path.display())]
+    BadLibclangPath {
+        /// The value of `LIBCLANG_PATH`.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        detail: String,
+    },
     /// gcc is needed for clang's `<stddef.h>` and friends but could not be run.
     #[error(
         "`gcc -print-file-name=include` failed ({detail}); install gcc, whose include folder supplies <stddef.h> to the pinned libclang"
@@ -276,6 +297,42 @@ pub enum InputError {
     GccMissing {
         /// Why it failed.
         detail: String,
+    },
+    /// A wheel's RECORD disagrees with the bytes of one of its entries.
+    #[error(
+        "{}: entry {entry} does not match the wheel's own RECORD ({detail}); delete the wheel and retry, or pin another release",
+        wheel.display()
+    )]
+    InconsistentWheel {
+        /// The wheel.
+        wheel: PathBuf,
+        /// The entry.
+        entry: String,
+        /// What differs.
+        detail: String,
+    },
+    /// An unpacked tree still fails its check after being unpacked again.
+    #[error(
+        "{}: {problem}, even after unpacking it again from {wheel}; delete that folder and retry (the next run unpacks it from the hash-checked wheel)",
+        root.display()
+    )]
+    Unpacked {
+        /// The unpacked tree.
+        root: PathBuf,
+        /// The wheel file name.
+        wheel: String,
+        /// The first file that is wrong, and how.
+        problem: String,
+    },
+    /// An input that must be read is not a regular file (a FIFO would block the reader).
+    #[error("{} is {kind}, not a regular file; {hint}", path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead (`a FIFO`, `a folder`).
+        kind: &'static str,
+        /// What to do.
+        hint: String,
     },
     /// A file operation failed.
     #[error("{}: {source}", path.display())]
@@ -389,7 +446,7 @@ impl Fetcher {
         let mut include_dirs = Vec::new();
         let mut source = Vec::new();
         for pin in header_pins(&self.lock, ctk)? {
-            let (root, prov) = self.unpacked(&pin, cache)?;
+            let (root, prov, _) = self.unpacked(&pin, cache)?;
             include_dirs.push(root.join(pin.dir));
             source.push(prov);
         }
@@ -407,13 +464,18 @@ impl Fetcher {
     /// needs. `LIBCLANG_PATH` is not consulted here (see [`libclang`]).
     pub fn libclang(&self, cache: &Path) -> Result<Libclang, InputError> {
         let pin = libclang_pin();
-        let (root, source) = self.unpacked(&pin, cache).map_err(|e| match e {
-            InputError::Download { detail, .. } => InputError::NoLibclang { detail },
-            other => other,
-        })?;
-        let so = root.join(pin.keep);
+        let (root, source, records) = self.unpacked_libclang(&pin, cache)?;
+        // The library's hash as just checked against the wheel (no second read of its 61 MB).
+        let sha256 = records
+            .iter()
+            .find(|r| r.path == pin.keep)
+            .map(|r| r.sha256.clone())
+            .ok_or_else(|| InputError::NothingToUnpack {
+                wheel: cache.join("wheels").join(&source.file),
+                prefix: pin.keep.to_owned(),
+            })?;
         let source = Provenance {
-            sha256: sha256_file(&so)?,
+            sha256,
             file: format!("{}:{}", source.file, pin.keep),
             ..source
         };
@@ -426,6 +488,33 @@ impl Fetcher {
         })
     }
 
+    /// [`Fetcher::unpacked`] for libclang, once per process and tree: clang-sys loads the library
+    /// once per process, so after the first generation has loaded the checked library a later check
+    /// of its 61 MB could not change what bindgen runs.
+    fn unpacked_libclang(
+        &self,
+        pin: &Pin,
+        cache: &Path,
+    ) -> Result<(PathBuf, Provenance, Vec<unpacked::FileRecord>), InputError> {
+        type Checked = (PathBuf, Provenance, Vec<unpacked::FileRecord>);
+        static CHECKED: std::sync::Mutex<Vec<Checked>> = std::sync::Mutex::new(Vec::new());
+        let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = self.lock.get(&pin.spec)?;
+        let root = cache.join("unpacked").join(entry.unpack_key(pin.keep));
+        if let Some(done) = checked
+            .iter()
+            .find(|(r, p, _)| *r == root && *p == entry.provenance())
+        {
+            return Ok(done.clone());
+        }
+        let done = self.unpacked(pin, cache).map_err(|e| match e {
+            InputError::Download { detail, .. } => InputError::NoLibclang { detail },
+            other => other,
+        })?;
+        checked.push(done.clone());
+        Ok(done)
+    }
+
     /// The wheel of `spec` under `<cache>/wheels/`, hash-checked, fetched if absent or stale.
     pub fn wheel(&self, spec: &str, cache: &Path) -> Result<(PathBuf, &LockEntry), InputError> {
         let entry = self.lock.get(spec)?;
@@ -433,15 +522,45 @@ impl Fetcher {
         Ok((path, entry))
     }
 
-    /// Unpacks `pin.keep` of the pinned wheel under `<cache>/unpacked/<key>/` (once), returning
-    /// that root and the wheel's provenance.
-    fn unpacked(&self, pin: &Pin, cache: &Path) -> Result<(PathBuf, Provenance), InputError> {
+    /// Unpacks `pin.keep` of the pinned wheel under `<cache>/unpacked/<key>/` (once) and checks
+    /// that tree against the wheel on every call, before anything reads it; a tree that fails is
+    /// unpacked again, with one warning line. Returns the root, the wheel's provenance and the
+    /// checked files.
+    fn unpacked(
+        &self,
+        pin: &Pin,
+        cache: &Path,
+    ) -> Result<(PathBuf, Provenance, Vec<unpacked::FileRecord>), InputError> {
         let (wheel_path, entry) = self.wheel(&pin.spec, cache)?;
         let root = cache.join("unpacked").join(entry.unpack_key(pin.keep));
-        if !root.is_dir() {
+        let present = fs::symlink_metadata(&root).is_ok();
+        if present {
+            match unpacked::check(&wheel_path, pin.keep, &root)? {
+                Ok(records) => return Ok((root, entry.provenance(), records)),
+                Err(problem) => report(&format!(
+                    "warning: {}: {problem}; unpacking it again from {}, whose SHA-256 matches the lock",
+                    root.display(),
+                    entry.file
+                )),
+            }
+            wheel::replace_unpacked(&wheel_path, pin.keep, &root)?;
+        } else {
+            report(&format!(
+                "unpacking {} of {} into {}",
+                pin.keep,
+                entry.file,
+                root.display()
+            ));
             wheel::unpack_into_place(&wheel_path, pin.keep, &root)?;
         }
-        Ok((root, entry.provenance()))
+        match unpacked::check(&wheel_path, pin.keep, &root)? {
+            Ok(records) => Ok((root, entry.provenance(), records)),
+            Err(problem) => Err(InputError::Unpacked {
+                root,
+                wheel: entry.file.clone(),
+                problem,
+            }),
+        }
     }
 }
 

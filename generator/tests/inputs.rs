@@ -6,6 +6,7 @@ use std::cell::Cell;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use hostcb_generator::Ctk;
 use hostcb_generator::inputs::{
@@ -370,20 +371,18 @@ fn cuda_home_of_the_right_version_records_each_header() {
     assert!(headers.source[2].file.ends_with("cudaTypedefs.h"));
 }
 
+/// The first bytes of a 64-bit ELF file, which is what clang-sys checks before loading.
+const ELF64: &[u8] = b"\x7fELF\x02\x01\x01\0rest of a library";
+
 #[test]
-fn libclang_override_warns_and_records_the_path() {
+fn libclang_override_warns_and_records_the_library() {
     let tmp = tempfile::tempdir().unwrap();
-    fs::write(tmp.path().join("libclang.so"), "not really").unwrap();
+    fs::write(tmp.path().join("libclang.so"), ELF64).unwrap();
     let lib = inputs::local_libclang(tmp.path()).unwrap();
     assert_eq!(lib.dir, tmp.path());
-    assert_eq!(
-        lib.source.file,
-        format!("override: {}", tmp.path().display())
-    );
-    assert_eq!(
-        lib.source.sha256,
-        sha256_file(&tmp.path().join("libclang.so")).unwrap()
-    );
+    let so = tmp.path().join("libclang.so");
+    assert_eq!(lib.source.file, format!("override: {}", so.display()));
+    assert_eq!(lib.source.sha256, sha256_file(&so).unwrap());
     let warning = lib.warning.unwrap();
     assert!(
         warning.contains("may differ from the committed"),
@@ -391,10 +390,44 @@ fn libclang_override_warns_and_records_the_path() {
     );
 
     let err = inputs::local_libclang(&tmp.path().join("nowhere")).unwrap_err();
-    assert!(
-        err.to_string().contains("LIBCLANG_PATH names nothing"),
-        "{err}"
+    assert!(err.to_string().contains("names nothing"), "{err}");
+}
+
+/// clang-sys loads versioned names too, and of several the highest version: provenance hashes
+/// that file, never `unknown`; a folder holding none (or only a file that is not a 64-bit ELF
+/// library, or a FIFO of that name) is an error before bindgen runs.
+#[test]
+fn libclang_override_hashes_the_library_clang_sys_loads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let msg = inputs::local_libclang(dir).unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "LIBCLANG_PATH={} holds no libclang that clang-sys can load (a 64-bit ELF libclang.so, libclang-N.so, libclang.so.N or libclang-N.so.N); unset it to use the pinned libclang, or point it at a folder holding libclang.so",
+            dir.display()
+        )
     );
+    fs::write(dir.join("libclang.so"), "not a library").unwrap();
+    Command::new("mkfifo")
+        .arg(dir.join("libclang.so.20"))
+        .status()
+        .unwrap();
+    fs::write(dir.join("libclang-cpp.so.19"), ELF64).unwrap();
+    assert!(inputs::local_libclang(dir).is_err());
+
+    fs::write(dir.join("libclang.so.14"), [ELF64, b"14"].concat()).unwrap();
+    fs::write(dir.join("libclang-18.so"), [ELF64, b"18"].concat()).unwrap();
+    fs::write(dir.join("libclang.so.17.0"), [ELF64, b"17"].concat()).unwrap();
+    let lib = inputs::local_libclang(dir).unwrap();
+    let chosen = dir.join("libclang-18.so");
+    assert_eq!(lib.source.file, format!("override: {}", chosen.display()));
+    assert_eq!(lib.source.sha256, sha256_file(&chosen).unwrap());
+
+    // LIBCLANG_PATH naming the library itself.
+    let one = dir.join("libclang.so.14");
+    let lib = inputs::local_libclang(&one).unwrap();
+    assert_eq!(lib.source.sha256, sha256_file(&one).unwrap());
 }
 
 #[test]

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -32,6 +33,26 @@ fn snapshot() -> BTreeMap<PathBuf, String> {
     out
 }
 
+/// Runs `cmd` to its end, or kills it and fails the test after `limit`: a hang is a failure, not
+/// a stuck test run.
+fn output_within(mut cmd: Command, limit: Duration) -> std::process::Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run xtask");
+    let started = Instant::now();
+    while child.try_wait().expect("wait for xtask").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{cmd:?} still ran after {limit:?} (hung?); killed it. stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("collect xtask output")
+}
+
 /// Runs the xtask and returns its `error:` line; asserts the failure contract.
 fn fails(args: &[&str], env: &[(&str, &str)]) -> String {
     let before = snapshot();
@@ -40,9 +61,14 @@ fn fails(args: &[&str], env: &[(&str, &str)]) -> String {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("run xtask");
+    let out = output_within(cmd, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} succeeded:\n{stderr}");
+    assert!(
+        out.status.code() == Some(1) && !stderr.contains("panicked"),
+        "{args:?} panicked or was killed ({}):\n{stderr}",
+        out.status
+    );
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(
         errors.len(),
@@ -290,4 +316,262 @@ fn verify_catches_a_tampered_copy() {
             .to_string()
             .contains("edited after sealing")
     );
+}
+
+/// Runs the xtask with `env`, asserting success, and returns its stderr.
+fn succeeds(args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(args).current_dir(workspace());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run xtask");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?} failed:\n{stderr}");
+    stderr
+}
+
+/// The wheels of target 13.0 and libclang, from this checkout's input cache when it has them.
+const WHEELS_13_0: [&str; 3] = [
+    "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+    "nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+    "libclang-18.1.1-py2.py3-none-manylinux2010_x86_64.whl",
+];
+
+/// Copies the cached 13.0 wheels into `dir` (pip fetches any that are missing).
+fn copy_wheels(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for w in WHEELS_13_0 {
+        let _ = std::fs::copy(
+            workspace().join("target/hostcb-inputs/wheels").join(w),
+            dir.join(w),
+        );
+    }
+}
+
+/// A tampered unpacked header is caught before bindgen reads it: the tree is unpacked again from
+/// the hash-checked wheel (one warning line naming the file), so `check` still matches the
+/// committed files, and editing the manifest to match the edit is caught too.
+#[test]
+fn a_tampered_unpacked_header_is_unpacked_again_not_sealed() {
+    let cache = tempfile::tempdir().unwrap();
+    copy_wheels(&cache.path().join("wheels"));
+    let env = [("HOSTCB_INPUTS_CACHE", cache.path().to_str().unwrap())];
+    succeeds(&["check", "--ctk", "13.0"], &env);
+    let root = std::fs::read_dir(cache.path().join("unpacked"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("nvidia-cuda-runtime-13.0.96-")
+        })
+        .unwrap();
+    let typedefs = root.join("nvidia/cu13/include/cudaTypedefs.h");
+    let original = std::fs::read_to_string(&typedefs).unwrap();
+    let tampered = original.replace(
+        "PFN_cuLaunchHostFunc_v10000;",
+        "PFN_cuLaunchHostFunc_v13010;",
+    );
+    let tampered = tampered.replace(
+        "*PFN_cuLaunchHostFunc_v10000)",
+        "*PFN_cuLaunchHostFunc_v13010)",
+    );
+    assert_ne!(tampered, original);
+
+    for with_manifest in [false, true] {
+        std::fs::write(&typedefs, &tampered).unwrap();
+        if with_manifest {
+            let manifest = root.join(".hostcb-manifest");
+            let digest = Sha256::digest(tampered.as_bytes());
+            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            let text = std::fs::read_to_string(&manifest).unwrap();
+            let edited: String = text
+                .lines()
+                .map(|l| {
+                    if l.ends_with(" nvidia/cu13/include/cudaTypedefs.h") {
+                        format!(
+                            "{hex} {} nvidia/cu13/include/cudaTypedefs.h\n",
+                            tampered.len()
+                        )
+                    } else {
+                        format!("{l}\n")
+                    }
+                })
+                .collect();
+            assert_ne!(edited, text);
+            std::fs::write(&manifest, edited).unwrap();
+        }
+        let stderr = succeeds(&["check", "--ctk", "13.0"], &env);
+        let warnings: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("warning:"))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{stderr}");
+        assert!(
+            warnings[0].contains("nvidia/cu13/include/cudaTypedefs.h")
+                && warnings[0].contains("unpacking it again from nvidia_cuda_runtime-13.0.96-"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("check: 6 generated files match"),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read_to_string(&typedefs).unwrap(), original);
+    }
+    // Intact now: a further run says nothing about the inputs.
+    let stderr = succeeds(&["check", "--ctk", "13.0"], &env);
+    assert!(
+        !stderr.contains("warning:") && !stderr.contains("unpacking"),
+        "{stderr}"
+    );
+}
+
+/// A first run against an empty cache says what it downloads (name==version, size, where it is
+/// cached) and unpacks, one line each; a second run, everything cached and intact, says nothing.
+/// pip runs for real, pointed at a folder of the real wheels instead of PyPI.
+#[test]
+fn a_first_run_reports_each_download_and_a_second_run_is_quiet() {
+    let cache = tempfile::tempdir().unwrap();
+    let index = tempfile::tempdir().unwrap();
+    copy_wheels(index.path());
+    let out = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        workspace().join("generated/Cargo.toml"),
+        out.path().join("Cargo.toml"),
+    )
+    .unwrap();
+    let env = [
+        ("HOSTCB_INPUTS_CACHE", cache.path().to_str().unwrap()),
+        ("PIP_FIND_LINKS", index.path().to_str().unwrap()),
+    ];
+    let args = [
+        "regen",
+        "--ctk",
+        "13.0",
+        "--out",
+        out.path().to_str().unwrap(),
+    ];
+    let first = succeeds(&args, &env);
+    let wheels = cache.path().join("wheels");
+    for (spec, file) in [
+        ("nvidia-cuda-runtime==13.0.96", WHEELS_13_0[0]),
+        ("nvidia-cuda-crt==13.0.88", WHEELS_13_0[1]),
+        ("libclang==18.1.1", WHEELS_13_0[2]),
+    ] {
+        let size = std::fs::metadata(wheels.join(file)).unwrap().len();
+        let starting = format!("downloading {spec} ({file}) into {}", wheels.display());
+        let done = format!(
+            "downloaded {spec}: {:.1} MB ({size} bytes), cached as {}",
+            size as f64 / 1e6,
+            wheels.join(file).display()
+        );
+        let lines: Vec<&str> = first.lines().collect();
+        let at = lines.iter().position(|l| *l == starting);
+        let then = lines.iter().position(|l| *l == done);
+        assert!(
+            at.is_some() && then > at,
+            "{starting} / {done} in:\n{first}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("unpacking ") && l.contains(&format!(" of {file} into "))),
+            "{first}"
+        );
+    }
+    let second = succeeds(&args, &env);
+    for word in ["downloading", "downloaded", "unpacking", "warning:"] {
+        assert!(!second.contains(word), "second run said {word}:\n{second}");
+    }
+}
+
+/// A header of `--cuda-home` that is a FIFO (a real one, from mkfifo) is refused by name, never
+/// opened: not `cuda.h`, `cuda_runtime_api.h` or `cudaTypedefs.h`, nor a header they include,
+/// which clang would open and block on. `fails` kills a run that hangs.
+#[test]
+fn cuda_home_headers_that_are_fifos() {
+    for fifo in [
+        "cuda.h",
+        "cuda_runtime_api.h",
+        "cudaTypedefs.h",
+        "crt/host_defines.h",
+        "driver_types.h",
+    ] {
+        let tk = fake_toolkit("#define CUDA_VERSION 12090\n");
+        let inc = tk.path().join("include");
+        std::fs::write(
+            inc.join("cuda_runtime_api.h"),
+            "#include \"driver_types.h\"\n",
+        )
+        .unwrap();
+        let path = inc.join(fifo);
+        let _ = std::fs::remove_file(&path);
+        let made = Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("run mkfifo");
+        assert!(made.success());
+        let e = fails(
+            &[
+                "regen",
+                "--ctk",
+                "12.9",
+                "--cuda-home",
+                tk.path().to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert!(
+            e.contains(&format!("{} is a FIFO, not a regular file", path.display())),
+            "{e}"
+        );
+    }
+}
+
+/// `LIBCLANG_PATH` naming a folder that exists but holds no libclang: one error line, exit 1,
+/// before bindgen (which panics, exit 101). A folder holding the real library under a versioned
+/// name works, and provenance records that file's SHA-256.
+#[test]
+fn libclang_path_without_a_libclang() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        workspace().join("generated/Cargo.toml"),
+        out.path().join("Cargo.toml"),
+    )
+    .unwrap();
+    let out_arg = out.path().to_str().unwrap();
+    let e = fails(
+        &["regen", "--ctk", "13.0", "--out", out_arg],
+        &[("LIBCLANG_PATH", empty.path().to_str().unwrap())],
+    );
+    assert!(
+        e.contains(&format!(
+            "LIBCLANG_PATH={} holds no libclang that clang-sys can load",
+            empty.path().display()
+        )),
+        "{e}"
+    );
+
+    let pinned = hostcb_generator::inputs::Fetcher::committed()
+        .unwrap()
+        .libclang(&workspace().join("target/hostcb-inputs"))
+        .unwrap()
+        .dir
+        .join("libclang.so");
+    let versioned = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&pinned, versioned.path().join("libclang.so.18")).unwrap();
+    let stderr = succeeds(
+        &["regen", "--ctk", "13.0", "--out", out_arg],
+        &[("LIBCLANG_PATH", versioned.path().to_str().unwrap())],
+    );
+    assert!(stderr.contains("warning: LIBCLANG_PATH="), "{stderr}");
+    let provenance =
+        std::fs::read_to_string(out.path().join("src/bindings/ctk_13_0/provenance.toml")).unwrap();
+    let digest = Sha256::digest(std::fs::read(&pinned).unwrap());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(provenance.contains(&hex), "{provenance}");
+    assert!(!provenance.contains("sha256 = \"unknown\""), "{provenance}");
 }

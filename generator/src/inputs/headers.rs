@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::files::{kind, read_regular};
 use super::{Headers, InputError, Provenance, sha256_file};
 use crate::target::Ctk;
 
@@ -38,6 +39,13 @@ impl Origin<'_> {
         }
     }
 
+    fn irregular_hint(&self) -> String {
+        match self {
+            Origin::Pinned(_) => "delete that unpacked folder; the next run unpacks it again from the hash-checked wheel".to_owned(),
+            Origin::CudaHome(_) => "the generator reads only regular files (a FIFO would block clang); point --cuda-home at a toolkit whose headers are files".to_owned(),
+        }
+    }
+
     fn version_hint(&self, ctk: Ctk) -> String {
         match self {
             Origin::Pinned(_) => format!(
@@ -60,7 +68,7 @@ pub(crate) fn cuda_version(path: &Path) -> Result<u32, InputError> {
     static DEFINE: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"(?m)^[ \t]*#[ \t]*define[ \t]+CUDA_VERSION[ \t]+([0-9]+)\b").unwrap()
     });
-    let bytes = std::fs::read(path).map_err(InputError::io(path))?;
+    let bytes = read_regular(path, "point at a cuda.h that is a regular file")?;
     let text = String::from_utf8_lossy(&bytes);
     DEFINE
         .captures(&text)
@@ -77,18 +85,30 @@ pub(crate) fn check(
     origin: &Origin<'_>,
 ) -> Result<Headers, InputError> {
     let find = |header: &str| {
-        dirs.iter()
+        let found = dirs
+            .iter()
             .map(|d| d.join(header))
-            .find(|p| p.is_file())
-            .ok_or_else(|| InputError::MissingHeader {
-                header: header.to_owned(),
-                dirs: dirs
-                    .iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                hint: origin.missing_hint(),
-            })
+            .find(|p| std::fs::symlink_metadata(p).is_ok());
+        if let Some(path) = &found {
+            // Followed through links; a FIFO or folder is refused before anything opens it.
+            let meta = std::fs::metadata(path).map_err(InputError::io(path))?;
+            if !meta.is_file() {
+                return Err(InputError::NotRegular {
+                    path: path.clone(),
+                    kind: kind(meta.file_type()),
+                    hint: origin.irregular_hint(),
+                });
+            }
+        }
+        found.ok_or_else(|| InputError::MissingHeader {
+            header: header.to_owned(),
+            dirs: dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            hint: origin.missing_hint(),
+        })
     };
     let cuda_h = find(CUDA_H)?;
     let runtime_api_h = find(RUNTIME_API_H)?;
@@ -120,12 +140,21 @@ pub(crate) fn check(
 /// `cudaTypedefs.h`.
 pub fn local_headers(ctk: Ctk, cuda_home: &Path) -> Result<Headers, InputError> {
     let include = cuda_home.join("include");
-    if !include.join(CUDA_H).is_file() {
+    if std::fs::symlink_metadata(include.join(CUDA_H)).is_err() {
         return Err(InputError::NoCudaH {
             cuda_home: cuda_home.to_owned(),
         });
     }
-    let mut headers = check(ctk, vec![include], &Origin::CudaHome(cuda_home))?;
+    let origin = Origin::CudaHome(cuda_home);
+    let mut headers = check(ctk, vec![include.clone()], &origin)?;
+    // clang opens whatever the headers include: refuse a FIFO or device anywhere in include/.
+    if let Some((path, file_type)) = special_file(&include)? {
+        return Err(InputError::NotRegular {
+            path,
+            kind: kind(file_type),
+            hint: origin.irregular_hint(),
+        });
+    }
     let version = version_text(headers.cuda_version);
     for path in [&headers.cuda_h, &headers.runtime_api_h, &headers.typedefs_h] {
         headers.source.push(Provenance {
@@ -136,6 +165,38 @@ pub fn local_headers(ctk: Ctk, cuda_home: &Path) -> Result<Headers, InputError> 
         });
     }
     Ok(headers)
+}
+
+/// The first entry under `dir` (recursively, through real folders; a link is followed to see what
+/// it names, not walked into) that is neither a folder nor a regular file, such as a FIFO.
+fn special_file(dir: &Path) -> Result<Option<(PathBuf, std::fs::FileType)>, InputError> {
+    let mut entries = std::fs::read_dir(dir)
+        .and_then(|e| e.collect::<std::io::Result<Vec<_>>>())
+        .map_err(InputError::io(dir))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let mut file_type = entry.file_type().map_err(InputError::io(&path))?;
+        if file_type.is_symlink() {
+            match std::fs::metadata(&path) {
+                Ok(meta) => file_type = meta.file_type(),
+                // A dangling link: clang finds nothing there, as if it were absent.
+                Err(_) => continue,
+            }
+            if file_type.is_dir() {
+                continue;
+            }
+        } else if file_type.is_dir() {
+            if let Some(found) = special_file(&path)? {
+                return Ok(Some(found));
+            }
+            continue;
+        }
+        if !file_type.is_file() {
+            return Ok(Some((path, file_type)));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

@@ -35,29 +35,106 @@ pub(crate) fn gcc_include_args() -> Result<Vec<String>, InputError> {
     Ok(vec!["-isystem".to_owned(), printed])
 }
 
-/// The libclang at `path` (a folder holding `libclang.so`, or the library itself), as given by
-/// `LIBCLANG_PATH`. The result carries a warning that output may differ from the committed
-/// bindings; provenance records `override: <path>` and the library's SHA-256 when it is found.
-/// gcc's include folder is added to the clang arguments when gcc is there.
+/// Whether clang-sys (with its `runtime` feature, on Linux) takes `name` for a libclang:
+/// `libclang.so`, `libclang-*.so`, `libclang.so.*` or `libclang-*.so.*`, but not `libclang-cpp`.
+fn is_library_name(name: &str) -> bool {
+    let matches = name == "libclang.so"
+        || name.starts_with("libclang.so.")
+        || (name.starts_with("libclang-") && (name.ends_with(".so") || name.contains(".so.")));
+    matches && !name.contains("-cpp.")
+}
+
+/// The version clang-sys reads from a library's file name (its `parse_version`).
+fn name_version(name: &str) -> Vec<u32> {
+    let version = if let Some(v) = name.strip_prefix("libclang.so.") {
+        v
+    } else if name.starts_with("libclang-") && name.len() >= 12 {
+        &name[9..name.len() - 3]
+    } else {
+        return Vec::new();
+    };
+    version.split('.').map(|s| s.parse().unwrap_or(0)).collect()
+}
+
+/// Whether the file at `path` is a 64-bit ELF file, as clang-sys requires; opened only if regular.
+fn is_elf64(path: &Path) -> bool {
+    use std::io::Read;
+    let mut header = [0u8; 5];
+    super::files::open_regular(path, "")
+        .ok()
+        .is_some_and(|mut f| f.read_exact(&mut header).is_ok())
+        && header == [0x7f, b'E', b'L', b'F', 2]
+}
+
+/// The library clang-sys loads for `LIBCLANG_PATH=path`: the file itself when `path` names a
+/// library, else among the libraries in the folder the one with the highest version in its name
+/// (the first found on a tie, in clang-sys's order: pattern by pattern, names sorted).
+fn library_for(path: &Path) -> Option<std::path::PathBuf> {
+    let name_of = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_owned);
+    if !path.is_dir() {
+        return name_of(path)
+            .filter(|n| is_library_name(n))
+            .filter(|_| is_elf64(path))
+            .map(|_| path.to_owned());
+    }
+    let mut names: Vec<String> = std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| is_library_name(n))
+        .collect();
+    names.sort();
+    // clang-sys globs the four patterns in this order.
+    let patterns: [fn(&str) -> bool; 4] = [
+        |n| n == "libclang.so",
+        |n| n.starts_with("libclang-") && n.ends_with(".so"),
+        |n| n.starts_with("libclang.so."),
+        |n| n.starts_with("libclang-") && n.contains(".so."),
+    ];
+    let mut found: Vec<&String> = Vec::new();
+    for pattern in patterns {
+        for name in names.iter().filter(|n| pattern(n)) {
+            if !found.contains(&name) {
+                found.push(name);
+            }
+        }
+    }
+    found
+        .into_iter()
+        .filter(|n| is_elf64(&path.join(n)))
+        .rev()
+        .max_by_key(|n| name_version(n))
+        .map(|n| path.join(n))
+}
+
+/// The libclang at `path` (a folder holding a libclang, or the library itself), as given by
+/// `LIBCLANG_PATH`. The library is the one clang-sys will load there (`libclang.so`,
+/// `libclang-N.so`, `libclang.so.N`, `libclang-N.so.N`; 64-bit ELF), and provenance records
+/// `override: <path>` and that file's SHA-256; a path holding none is an error, before bindgen
+/// (which would panic) runs. The result carries a warning that output may differ from the
+/// committed bindings. gcc's include folder is added to the clang arguments when gcc is there.
 pub fn local_libclang(path: &Path) -> Result<Libclang, InputError> {
-    if !path.exists() {
-        return Err(InputError::Io {
+    let unset = "unset it to use the pinned libclang, or point it at a folder holding libclang.so";
+    if path.to_str().is_none() {
+        return Err(InputError::BadLibclangPath {
             path: path.to_owned(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "LIBCLANG_PATH names nothing; unset it to use the pinned libclang, or point it at a folder holding libclang.so",
-            ),
+            detail: format!("is not valid UTF-8, which clang-sys cannot read; {unset}"),
         });
     }
-    let library = if path.is_file() {
-        Some(path.to_owned())
-    } else {
-        Some(path.join("libclang.so")).filter(|p| p.is_file())
+    if !path.exists() {
+        return Err(InputError::BadLibclangPath {
+            path: path.to_owned(),
+            detail: format!("names nothing; {unset}"),
+        });
+    }
+    let Some(library) = library_for(path) else {
+        return Err(InputError::BadLibclangPath {
+            path: path.to_owned(),
+            detail: format!(
+                "holds no libclang that clang-sys can load (a 64-bit ELF libclang.so, libclang-N.so, libclang.so.N or libclang-N.so.N); {unset}"
+            ),
+        });
     };
-    let sha256 = match library {
-        Some(lib) => sha256_file(&lib)?,
-        None => "unknown".to_owned(),
-    };
+    let sha256 = sha256_file(&library)?;
     Ok(Libclang {
         dir: path.to_owned(),
         version: "unknown".to_owned(),
@@ -65,7 +142,7 @@ pub fn local_libclang(path: &Path) -> Result<Libclang, InputError> {
         source: Provenance {
             name: "libclang".to_owned(),
             version: "unknown".to_owned(),
-            file: format!("override: {}", path.display()),
+            file: format!("override: {}", library.display()),
             sha256,
         },
         warning: Some(format!(
@@ -73,4 +150,32 @@ pub fn local_libclang(path: &Path) -> Result<Libclang, InputError> {
             path.display()
         )),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_names_as_clang_sys_reads_them() {
+        for yes in [
+            "libclang.so",
+            "libclang-18.so",
+            "libclang.so.18.1",
+            "libclang-17.so.1",
+        ] {
+            assert!(is_library_name(yes), "{yes}");
+        }
+        for no in [
+            "libclang-cpp.so.18",
+            "libclang.a",
+            "clang.so",
+            "libclangx.so",
+        ] {
+            assert!(!is_library_name(no), "{no}");
+        }
+        assert_eq!(name_version("libclang.so.18.1"), vec![18, 1]);
+        assert_eq!(name_version("libclang-14.so"), vec![14]);
+        assert_eq!(name_version("libclang.so"), Vec::<u32>::new());
+    }
 }

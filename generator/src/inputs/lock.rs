@@ -58,9 +58,11 @@ impl LockEntry {
     }
 
     /// The folder name under which the part `keep` of this wheel is unpacked: it changes when the
-    /// wheel or the kept part changes, so a stale tree is never reused.
+    /// wheel, the kept part or the manifest format changes, so a stale tree is never reused (trees
+    /// unpacked before manifests existed are left alone, not read).
     pub(crate) fn unpack_key(&self, keep: &str) -> String {
-        let digest = super::wheel::sha256_hex(format!("{}\n{keep}", self.sha256).as_bytes());
+        let digest =
+            super::files::sha256_hex(format!("{}\n{keep}\nmanifest-1", self.sha256).as_bytes());
         format!("{}-{}-{}", self.name, self.version, &digest[..16])
     }
 }

@@ -1,15 +1,18 @@
 //! Wheels: fetching one with pip, checking its SHA-256 against the lock, and unpacking part of it
-//! safely (no entry may land outside the target folder; a failed unpack leaves nothing behind).
+//! safely (no entry may land outside the target folder; a failed unpack leaves nothing behind),
+//! with a manifest of what was written (see `unpacked.rs`).
 
 use std::ffi::OsString;
 use std::fs;
-use std::io::{self, Read};
+use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-use super::{InputError, LockEntry};
+use super::files::{hex, sha256_file};
+use super::unpacked::{self, FileRecord, is_kept};
+use super::{InputError, LockEntry, report};
 
 /// The download step: puts the wheel of `name==version` into a folder.
 pub trait Fetch {
@@ -71,30 +74,6 @@ impl Fetch for Pip {
     }
 }
 
-/// SHA-256 of `bytes`, lower-case hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// SHA-256 of the file at `path`, lower-case hex.
-pub fn sha256_file(path: &Path) -> Result<String, InputError> {
-    let mut file = fs::File::open(path).map_err(InputError::io(path))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = file.read(&mut buf).map_err(InputError::io(path))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
-}
-
 /// Checks that the wheel at `path` has the SHA-256 that `entry` locks.
 pub fn verify_wheel(path: &Path, entry: &LockEntry) -> Result<(), InputError> {
     let actual = sha256_file(path)?;
@@ -126,6 +105,12 @@ pub(crate) fn ensure(
         .prefix(".download-")
         .tempdir_in(wheels)
         .map_err(InputError::io(wheels))?;
+    report(&format!(
+        "downloading {} ({}) into {}",
+        entry.spec(),
+        entry.file,
+        wheels.display()
+    ));
     fetch.fetch(&entry.spec(), tmp.path())?;
     let got = tmp.path().join(&entry.file);
     if !got.is_file() {
@@ -145,15 +130,41 @@ pub(crate) fn ensure(
             expected: entry.file.clone(),
         });
     }
+    let size = fs::metadata(&got).map_err(InputError::io(&got))?.len();
     fs::rename(&got, &path).map_err(InputError::io(&path))?;
     verify_wheel(&path, entry)?;
+    report(&format!(
+        "downloaded {}: {}, cached as {}",
+        entry.spec(),
+        human_size(size),
+        path.display()
+    ));
     Ok(path)
 }
 
-/// Whether the entry `name` lies at or under `keep` (a folder or a single file of the wheel).
-fn is_kept(name: &str, keep: &str) -> bool {
-    name.strip_prefix(keep)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+/// `24.6 MB (24567890 bytes)`.
+fn human_size(bytes: u64) -> String {
+    format!("{:.1} MB ({bytes} bytes)", bytes as f64 / 1e6)
+}
+
+/// A writer that hashes what it passes on.
+struct Hashing<W> {
+    inner: W,
+    hasher: Sha256,
+    len: u64,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Whether an entry name is a plain relative path (no root, drive, `..` or NUL).
@@ -169,6 +180,11 @@ fn is_safe(name: &str) -> bool {
 /// keeping their paths. Every entry name is checked first, kept or not: if any is absolute or has
 /// a `..` component (or a kept entry is a link), nothing is written.
 pub fn unpack_wheel(wheel: &Path, keep: &str, dest: &Path) -> Result<(), InputError> {
+    unpack_recorded(wheel, keep, dest).map(drop)
+}
+
+/// [`unpack_wheel`], returning each written file's path, size and SHA-256, sorted by path.
+fn unpack_recorded(wheel: &Path, keep: &str, dest: &Path) -> Result<Vec<FileRecord>, InputError> {
     let zip_err = |source| InputError::Zip {
         wheel: wheel.to_owned(),
         source,
@@ -202,6 +218,7 @@ pub fn unpack_wheel(wheel: &Path, keep: &str, dest: &Path) -> Result<(), InputEr
     }
 
     fs::create_dir_all(dest).map_err(InputError::io(dest))?;
+    let mut records = Vec::new();
     for i in kept {
         let mut entry = archive.by_index(i).map_err(zip_err)?;
         let name = entry.name().map_err(zip_err)?.into_owned();
@@ -213,8 +230,17 @@ pub fn unpack_wheel(wheel: &Path, keep: &str, dest: &Path) -> Result<(), InputEr
         if let Some(parent) = out.parent() {
             fs::create_dir_all(parent).map_err(InputError::io(parent))?;
         }
-        let mut file = fs::File::create(&out).map_err(InputError::io(&out))?;
+        let mut file = Hashing {
+            inner: fs::File::create(&out).map_err(InputError::io(&out))?,
+            hasher: Sha256::new(),
+            len: 0,
+        };
         io::copy(&mut entry, &mut file).map_err(InputError::io(&out))?;
+        records.push(FileRecord {
+            path: name,
+            size: file.len,
+            sha256: hex(&file.hasher.finalize()),
+        });
         #[cfg(unix)]
         if let Some(mode) = entry.unix_mode() {
             use std::os::unix::fs::PermissionsExt;
@@ -223,11 +249,13 @@ pub fn unpack_wheel(wheel: &Path, keep: &str, dest: &Path) -> Result<(), InputEr
             fs::set_permissions(&out, perms).map_err(InputError::io(&out))?;
         }
     }
-    Ok(())
+    records.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(records)
 }
 
-/// Unpacks `keep` of `wheel` into a temporary folder next to `root`, then renames it to `root`,
-/// so `root` either holds the whole part or does not exist.
+/// Unpacks `keep` of `wheel` into a temporary folder next to `root`, writes the manifest there
+/// (after checking each file against what the wheel states), then renames the folder to `root`,
+/// so `root` either holds the whole part and its manifest or does not exist.
 pub(crate) fn unpack_into_place(wheel: &Path, keep: &str, root: &Path) -> Result<(), InputError> {
     let parent = root.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(parent).map_err(InputError::io(parent))?;
@@ -235,7 +263,20 @@ pub(crate) fn unpack_into_place(wheel: &Path, keep: &str, root: &Path) -> Result
         .prefix(".unpack-")
         .tempdir_in(parent)
         .map_err(InputError::io(parent))?;
-    unpack_wheel(wheel, keep, tmp.path())?;
+    let written = unpack_recorded(wheel, keep, tmp.path())?;
+    let stated = unpacked::from_wheel(wheel, keep)?;
+    if let Some((w, s)) = written.iter().zip(&stated).find(|(w, s)| w != s) {
+        return Err(InputError::InconsistentWheel {
+            wheel: wheel.to_owned(),
+            entry: w.path.clone(),
+            detail: format!(
+                "its bytes are {} bytes with sha256 {}, its RECORD says {} bytes with sha256 {}",
+                w.size, w.sha256, s.size, s.sha256
+            ),
+        });
+    }
+    let manifest = tmp.path().join(unpacked::MANIFEST);
+    fs::write(&manifest, unpacked::render(&written)).map_err(InputError::io(&manifest))?;
     match fs::rename(tmp.path(), root) {
         Ok(()) => {
             let _ = tmp.keep();
@@ -248,6 +289,28 @@ pub(crate) fn unpack_into_place(wheel: &Path, keep: &str, root: &Path) -> Result
             source: e,
         }),
     }
+}
+
+/// Replaces the tree at `root`, which failed its check, with a fresh unpack of `keep` of `wheel`:
+/// the old tree is moved aside, the new one renamed into place, and the old one deleted.
+pub(crate) fn replace_unpacked(wheel: &Path, keep: &str, root: &Path) -> Result<(), InputError> {
+    let parent = root.parent().unwrap_or(Path::new("."));
+    let stale = tempfile::Builder::new()
+        .prefix(".stale-")
+        .tempdir_in(parent)
+        .map_err(InputError::io(parent))?;
+    match fs::rename(root, stale.path().join("old")) {
+        Ok(()) => {}
+        // Another process moved it first.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(InputError::Io {
+                path: root.to_owned(),
+                source: e,
+            });
+        }
+    }
+    unpack_into_place(wheel, keep, root)
 }
 
 #[cfg(test)]
@@ -277,7 +340,7 @@ mod tests {
     #[test]
     fn sha256_of_empty_input() {
         assert_eq!(
-            sha256_hex(b""),
+            super::super::files::sha256_hex(b""),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
     }
