@@ -14,12 +14,7 @@
     clippy::too_many_arguments,
     clippy::useless_transmute,
     clippy::unnecessary_cast,
-    clippy::doc_lazy_continuation,
-    clippy::doc_overindented_list_items,
-    clippy::ptr_offset_with_cast,
-    rustdoc::broken_intra_doc_links,
-    rustdoc::invalid_html_tags,
-    rustdoc::bare_urls
+    clippy::ptr_offset_with_cast
 )]
 
 use crate::error::Error;
@@ -27,8 +22,8 @@ use crate::load::{driver_result, runtime_result};
 
 /// The entry points of this file's functions: one lazily resolved static per function, named
 /// like it, whose type is the C signature of the function's declaration. That type is what
-/// makes each wrapper's call through its entry point sound; [`ALL`] lists every entry point (to
-/// check what the installed CUDA provides, or which export each resolves to).
+/// makes each wrapper's call through its entry point sound; [`ALL`](entry::ALL) lists every
+/// entry point (to check what the installed CUDA provides, or which export each resolves to).
 pub mod entry {
     use super::*;
     use crate::load::{DriverFn, Entry, PerThreadVariant, RuntimeFn};

@@ -3,11 +3,13 @@
 //! The pipeline reads like windows-bindgen's: [`inputs`] fetches and checks what generation
 //! reads (pinned header packages, a pinned libclang), [`reader`] runs bindgen over the headers
 //! and turns its output into the plain-data [`model`], [`writer`] fills the wrapper templates
-//! from the model, and [`emit`] formats, seals and writes the files. [`pipeline`] strings them
-//! together for one target.
+//! from the model (with [`doc`] turning the headers' Doxygen comments into Markdown), and
+//! [`emit`] formats, seals and writes the files. [`pipeline`] strings them together for one
+//! target.
 
 pub mod allowlist;
 pub mod audit;
+pub mod doc;
 pub mod emit;
 pub mod inputs;
 pub mod model;

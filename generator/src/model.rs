@@ -68,7 +68,8 @@ pub struct Function {
     pub params: Vec<Param>,
     /// The return type (`CUresult` or `cudaError_t`).
     pub ret: syn::Type,
-    /// The header's doc comment, one entry per line, already escaped for rustdoc.
+    /// The header's doc comment (Doxygen, as bindgen hands it over), one entry per line; the
+    /// writer turns it into Markdown ([`crate::doc`]).
     pub doc: Vec<String>,
 }
 

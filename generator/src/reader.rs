@@ -111,39 +111,6 @@ impl bindgen::callbacks::ParseCallbacks for Callbacks {
             macros.insert(name.to_owned(), spelled);
         }
     }
-
-    fn process_comment(&self, comment: &str) -> Option<String> {
-        Some(rustdoc_escape(comment))
-    }
-}
-
-/// Makes a Doxygen comment safe for rustdoc: no indented code blocks (which would become
-/// doctests), no `[x]` read as intra-doc links, no `<x>` read as HTML, no `#` headings, and
-/// no `<` left over from Doxygen's member comments (`/**< ... */`). Lines start with one space,
-/// as `///` comments do.
-pub fn rustdoc_escape(comment: &str) -> String {
-    let mut out = String::with_capacity(comment.len() + 16);
-    let comment = comment.trim_start();
-    let comment = comment.strip_prefix('<').unwrap_or(comment);
-    for (i, line) in comment.lines().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        let line = line.trim();
-        if !line.is_empty() {
-            out.push(' ');
-        }
-        if line.starts_with('#') {
-            out.push('\\');
-        }
-        for c in line.chars() {
-            if matches!(c, '[' | ']' | '<' | '>') {
-                out.push('\\');
-            }
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn builder(headers: &HeaderSet, api: Api, list: &AllowList) -> (bindgen::Builder, Macros) {
@@ -566,18 +533,6 @@ fn first_generic_type(item: &syn::Item) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_doxygen_for_rustdoc() {
-        assert_eq!(
-            rustdoc_escape("  \\param fn - [in] <x>\n    code\n\n # h"),
-            " \\param fn - \\[in\\] \\<x\\>\n code\n\n \\# h"
-        );
-        assert_eq!(
-            rustdoc_escape("< The function to call"),
-            " The function to call"
-        );
-    }
 
     #[test]
     fn canonical_resolves_aliases() {

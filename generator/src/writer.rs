@@ -11,6 +11,7 @@ use syn::visit_mut::{self, VisitMut};
 
 use std::collections::BTreeSet;
 
+use crate::doc::{self, Links};
 use crate::model::{Api, ApiModel, Function, Model};
 
 /// The template files, parsed.
@@ -115,8 +116,21 @@ pub fn write_api(model: &Model, api: &ApiModel, templates: &Templates) -> syn::F
         Api::Runtime => &["DriverFn", "PerThreadVariant", "driver_result"],
     };
     RemoveUse(drop).visit_file_mut(&mut file);
+    // What the headers' comments may link to: every item this file emits.
+    let mut links = Links::of_items(api.types.iter().flat_map(|t| &t.items));
+    for f in &api.functions {
+        links.add_function(&f.name);
+        for alias in &f.aliases {
+            links.add_function(alias);
+        }
+    }
+    let mut docs = ConvertDocs(&links);
     for ty in &api.types {
-        file.items.extend(ty.items.iter().cloned());
+        for item in &ty.items {
+            let mut item = item.clone();
+            docs.visit_item_mut(&mut item);
+            file.items.push(item);
+        }
     }
     let carriers = api.host_function_types();
     let template = match api.api {
@@ -131,7 +145,7 @@ pub fn write_api(model: &Model, api: &ApiModel, templates: &Templates) -> syn::F
         filler.visit_item_static_mut(&mut entry);
         entries.push(entry);
         let mut wrapper = template.wrapper.clone();
-        filler.doc = doc_attrs(&function_doc(api.api, f, templates, &carriers));
+        filler.doc = doc_attrs(&function_doc(api.api, f, templates, &carriers, &links));
         filler.visit_item_fn_mut(&mut wrapper);
         file.items.push(syn::Item::Fn(wrapper));
         for alias in &f.aliases {
@@ -205,18 +219,94 @@ fn ident(name: &str) -> syn::Ident {
     syn::Ident::new(name, Span::call_site())
 }
 
+/// One `#[doc]` per Markdown line, each non-empty one after a space (as `///` writes it).
 fn doc_attrs(lines: &[String]) -> Vec<syn::Attribute> {
     lines
         .iter()
         .map(|l| {
-            let l = if l.is_empty() || l.starts_with(' ') {
-                l.clone()
+            let l = if l.is_empty() {
+                String::new()
             } else {
                 format!(" {l}")
             };
             syn::parse_quote!(#[doc = #l])
         })
         .collect()
+}
+
+/// Converts the headers' Doxygen on bindgen's items (types, fields, constants) to Markdown, one
+/// `#[doc]` per line, in place of bindgen's one `#[doc]` per comment.
+struct ConvertDocs<'a>(&'a Links);
+
+impl ConvertDocs<'_> {
+    fn convert(&self, attrs: &mut Vec<syn::Attribute>) {
+        let mut text = Vec::new();
+        let mut at = None;
+        let mut kept = Vec::with_capacity(attrs.len());
+        for a in attrs.drain(..) {
+            let value = match (&a.style, &a.meta) {
+                (syn::AttrStyle::Outer, syn::Meta::NameValue(nv)) if nv.path.is_ident("doc") => {
+                    match &nv.value {
+                        syn::Expr::Lit(syn::ExprLit {
+                            lit: syn::Lit::Str(s),
+                            ..
+                        }) => Some(s.value()),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            match value {
+                Some(v) => {
+                    at.get_or_insert(kept.len());
+                    text.push(v);
+                }
+                None => kept.push(a),
+            }
+        }
+        if let Some(at) = at {
+            let lines = doc::to_markdown(&text.join("\n"), self.0);
+            kept.splice(at..at, doc_attrs(&lines));
+        }
+        *attrs = kept;
+    }
+}
+
+impl VisitMut for ConvertDocs<'_> {
+    fn visit_item_mut(&mut self, item: &mut syn::Item) {
+        match item {
+            syn::Item::Const(i) => self.convert(&mut i.attrs),
+            syn::Item::Enum(i) => self.convert(&mut i.attrs),
+            syn::Item::Fn(i) => self.convert(&mut i.attrs),
+            syn::Item::Static(i) => self.convert(&mut i.attrs),
+            syn::Item::Struct(i) => self.convert(&mut i.attrs),
+            syn::Item::Type(i) => self.convert(&mut i.attrs),
+            syn::Item::Union(i) => self.convert(&mut i.attrs),
+            syn::Item::Use(i) => self.convert(&mut i.attrs),
+            _ => {}
+        }
+        visit_mut::visit_item_mut(self, item);
+    }
+
+    fn visit_field_mut(&mut self, field: &mut syn::Field) {
+        self.convert(&mut field.attrs);
+        visit_mut::visit_field_mut(self, field);
+    }
+
+    fn visit_variant_mut(&mut self, variant: &mut syn::Variant) {
+        self.convert(&mut variant.attrs);
+        visit_mut::visit_variant_mut(self, variant);
+    }
+
+    fn visit_impl_item_mut(&mut self, member: &mut syn::ImplItem) {
+        match member {
+            syn::ImplItem::Const(i) => self.convert(&mut i.attrs),
+            syn::ImplItem::Fn(i) => self.convert(&mut i.attrs),
+            syn::ImplItem::Type(i) => self.convert(&mut i.attrs),
+            _ => {}
+        }
+        visit_mut::visit_impl_item_mut(self, member);
+    }
 }
 
 /// Where a function is resolved from, for its docs.
@@ -238,7 +328,7 @@ fn resolution(api: Api, f: &Function) -> String {
 /// The doc comment of a function's entry point.
 fn entry_doc(api: Api, f: &Function) -> Vec<String> {
     vec![format!(
-        " The entry point of [`{name}`](super::{name}), resolved on first use from {}.",
+        "The entry point of [`{name}`](super::{name}), resolved on first use from {}.",
         resolution(api, f),
         name = f.name
     )]
@@ -249,8 +339,9 @@ fn function_doc(
     f: &Function,
     templates: &Templates,
     carriers: &BTreeSet<String>,
+    links: &Links,
 ) -> Vec<String> {
-    let mut doc: Vec<String> = f.doc.clone();
+    let mut doc = doc::to_markdown(&f.doc.join("\n"), links);
     while doc.last().is_some_and(|l| l.trim().is_empty()) {
         doc.pop();
     }
