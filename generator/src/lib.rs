@@ -4,10 +4,11 @@
 //! reads (pinned header packages, a pinned libclang), [`reader`] runs bindgen over the headers
 //! and turns its output into the plain-data [`model`], [`writer`] fills the wrapper templates
 //! from the model, and [`emit`] formats, seals and writes the files. [`pipeline`] strings them
-//! together for one target.
+//! together for one target. [`diff`] compares the models of two targets.
 
 pub mod allowlist;
 pub mod audit;
+pub mod diff;
 pub mod emit;
 pub mod inputs;
 pub mod model;
