@@ -4,7 +4,8 @@
 //! Enable one cargo feature per target (`ctk-12-9`, `ctk-13-0`, `ctk-13-5`, or `all-targets`;
 //! any combination builds). Each target is a module with a `driver` and a `runtime` part, e.g.
 //! `cuda_hostcb::ctk_13_0::driver::cuLaunchHostFunc`. [`for_each_target!`] expands a macro once
-//! per enabled target, for code written once for all of them.
+//! per enabled target, for code written once for all of them. The [`compatibility`] module
+//! tables, for every target, which functions its headers declare and at which ABI version.
 //!
 //! # Generated and hand-written code
 //!

@@ -5,10 +5,11 @@
 //! and turns its output into the plain-data [`model`], [`writer`] fills the wrapper templates
 //! from the model (with [`doc`] turning the headers' Doxygen comments into Markdown), and
 //! [`emit`] formats, seals and writes the files. [`pipeline`] strings them together for one
-//! target.
+//! target. [`diff`] compares the models of two targets.
 
 pub mod allowlist;
 pub mod audit;
+pub mod diff;
 pub mod doc;
 pub mod emit;
 pub mod inputs;

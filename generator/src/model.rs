@@ -103,6 +103,40 @@ impl Function {
     }
 }
 
+/// The driver function a runtime function's version comes from: `cudaLaunchHostFunc` →
+/// `cuLaunchHostFunc`.
+pub fn driver_counterpart(runtime_name: &str) -> String {
+    format!("cu{}", runtime_name.trim_start_matches("cuda"))
+}
+
+impl Model {
+    /// The version the headers give `f` (a function of this model) through `cudaTypedefs.h`:
+    /// a driver function's own, a runtime function's when it came from its
+    /// [driver counterpart](driver_counterpart). `None` for a runtime function without one, whose
+    /// version is only the target's.
+    pub fn header_version(&self, api: Api, f: &Function) -> Option<u32> {
+        match api {
+            Api::Driver => Some(f.version),
+            Api::Runtime => {
+                let counterpart = driver_counterpart(&f.name);
+                self.driver
+                    .functions
+                    .iter()
+                    .any(|d| d.name == counterpart)
+                    .then_some(f.version)
+            }
+        }
+    }
+
+    /// The part of the model of `api`.
+    pub fn api(&self, api: Api) -> &ApiModel {
+        match api {
+            Api::Driver => &self.driver,
+            Api::Runtime => &self.runtime,
+        }
+    }
+}
+
 impl ApiModel {
     /// The names of this API's types that carry a host function ([`host_function_types`]).
     pub fn host_function_types(&self) -> BTreeSet<String> {

@@ -148,18 +148,31 @@ pub fn generate(ws: &Workspace, ctk: Ctk, opts: &Options) -> Result<Generated, G
     generate_from(ws, &inputs)
 }
 
-/// Generates one target's files from inputs already gathered.
-pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, GenerateError> {
-    let ctk = inputs.headers.ctk;
+/// Fetches the inputs of `ctk` (any target the lock pins, listed in `generator/targets.txt` or
+/// not) and reads its headers into a model, writing nothing: what `cargo xtask diff` compares,
+/// and what the compatibility table needs of targets a regen does not write.
+pub fn read_model(ws: &Workspace, ctk: Ctk, opts: &Options) -> Result<Model, GenerateError> {
+    let inputs = Inputs::gather(ctk, &ws.cache(), opts.cuda_home.as_deref())?;
+    model_from(ws, &inputs)
+}
+
+/// Reads one target's headers, from inputs already gathered, into its model.
+fn model_from(ws: &Workspace, inputs: &Inputs) -> Result<Model, GenerateError> {
     use_libclang(&inputs.libclang.dir);
     let headers = HeaderSet {
-        ctk,
+        ctk: inputs.headers.ctk,
         include_dirs: inputs.headers.include_dirs.clone(),
         clang_args: inputs.libclang.clang_args.clone(),
     };
     let driver_list = AllowList::load(&ws.allowlist("driver"))?;
     let runtime_list = AllowList::load(&ws.allowlist("runtime"))?;
-    let model = reader::read(&headers, &driver_list, &runtime_list)?;
+    Ok(reader::read(&headers, &driver_list, &runtime_list)?)
+}
+
+/// Generates one target's files from inputs already gathered.
+pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, GenerateError> {
+    let ctk = inputs.headers.ctk;
+    let model = model_from(ws, inputs)?;
     let templates = Templates::load(&ws.templates())?;
     let driver = emit::rust_file(
         ctk,
@@ -183,11 +196,14 @@ pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, Gener
 }
 
 /// The files of the generated crate that depend on the target list rather than on one target:
-/// the sealed `src/bindings/mod.rs` and the generated features of the `Cargo.toml` under `root`.
-pub fn crate_files(root: &Path, targets: &[Ctk]) -> Result<Vec<GeneratedFile>, GenerateError> {
+/// the sealed `src/bindings/mod.rs` (with the compatibility table of every target) and the
+/// generated features of the `Cargo.toml` under `root`. `models` holds one model per listed
+/// target, oldest first.
+pub fn crate_files(root: &Path, models: &[&Model]) -> Result<Vec<GeneratedFile>, GenerateError> {
+    let targets: Vec<Ctk> = models.iter().map(|m| m.ctk).collect();
     Ok(vec![
-        emit::bindings_mod(&writer::write_bindings_mod(targets))?,
-        emit::manifest(root, targets)?,
+        emit::bindings_mod(&writer::write_bindings_mod(models))?,
+        emit::manifest(root, &targets)?,
     ])
 }
 

@@ -349,7 +349,7 @@ fn function(
             (base, version, per_thread)
         }
         Api::Runtime => {
-            let counterpart = format!("cu{}", name.trim_start_matches("cuda"));
+            let counterpart = crate::model::driver_counterpart(&name);
             let needs = driver
                 .and_then(|d| d.functions.iter().find(|f| f.name == counterpart))
                 .map_or(ctk.cuda_version(), |f| f.version);

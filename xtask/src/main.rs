@@ -4,6 +4,7 @@
 //! - `pin --ctk <MAJOR.MINOR>`: pin the newest header packages of a target in the lock;
 //! - `verify [PATH...]`: check every seal (no headers, no libclang);
 //! - `check`: regenerate in memory and fail if anything committed differs;
+//! - `diff A B`: print what changes between the models of two pinned targets;
 //! - `test`: everything CI runs (fmt, verify, check, clippy, docs, every test).
 
 mod bench;
@@ -20,6 +21,7 @@ use clap::{Parser, Subcommand};
 use hostcb_generator::Ctk;
 use hostcb_generator::emit::{self, GeneratedFile};
 use hostcb_generator::inputs::Lock;
+use hostcb_generator::model::Model;
 use hostcb_generator::pipeline::{self, Options, Workspace};
 use hostcb_generator::target::spelled;
 use hostcb_seal::{CTK_PLACEHOLDER, VerifyOptions, VerifyRoot};
@@ -62,6 +64,14 @@ enum Command {
         /// The target to check, MAJOR.MINOR, or all (default).
         #[arg(long, default_value = "all")]
         ctk: String,
+    },
+    /// Compare the models of two pinned targets (any of generator/inputs.lock): functions, ABI
+    /// versions, signatures, types, fields and enum values added, removed or changed.
+    Diff {
+        /// The older target, MAJOR.MINOR.
+        a: String,
+        /// The newer target, MAJOR.MINOR.
+        b: String,
     },
     /// Pin the newest header packages of a CTK target on PyPI in generator/inputs.lock (fetched
     /// and hashed); then list the target in generator/targets.txt to generate it.
@@ -170,6 +180,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Verify { paths } => verify(&ws, paths),
         Command::Check { ctk } => check(&ws, &ctk),
         Command::Pin { ctk } => pin::run(&ws, &ctk),
+        Command::Diff { a, b } => diff(&ws, &a, &b),
         Command::Test => ci::run(&ws.root),
         Command::Bench(args) => bench::run(&ws, args),
     }
@@ -179,8 +190,8 @@ fn generate_all(
     ws: &Workspace,
     ctks: &[Ctk],
     opts: &Options,
-) -> anyhow::Result<Vec<GeneratedFile>> {
-    let mut files = Vec::new();
+) -> anyhow::Result<Vec<pipeline::Generated>> {
+    let mut all = Vec::new();
     for &ctk in ctks {
         let started = Instant::now();
         let generated = pipeline::generate(ws, ctk, opts)?;
@@ -193,9 +204,31 @@ fn generate_all(
             generated.model.runtime.functions.len(),
             started.elapsed().as_secs_f64()
         );
-        files.extend(generated.files);
+        all.push(generated);
     }
-    Ok(files)
+    Ok(all)
+}
+
+/// The files of every target in `generated`, and the files that depend on the whole target list
+/// (the module list with its compatibility table, the manifest's features), for the crate at
+/// `root`. The table needs the model of every listed target: those not generated here are read
+/// from their pinned headers (nothing of theirs is written).
+fn all_files(
+    ws: &Workspace,
+    root: &Path,
+    generated: Vec<pipeline::Generated>,
+) -> anyhow::Result<(Vec<GeneratedFile>, Vec<GeneratedFile>)> {
+    let mut models = Vec::new();
+    for ctk in ws.targets()? {
+        match generated.iter().find(|g| g.ctk == ctk) {
+            Some(g) => models.push(g.model.clone()),
+            None => models.push(pipeline::read_model(ws, ctk, &Options::default())?),
+        }
+    }
+    let models: Vec<&Model> = models.iter().collect();
+    let crate_files = pipeline::crate_files(root, &models)?;
+    let files = generated.into_iter().flat_map(|g| g.files).collect();
+    Ok((files, crate_files))
 }
 
 fn regen(
@@ -225,8 +258,9 @@ fn regen(
         );
     }
     let started = Instant::now();
-    let mut files = generate_all(ws, &ctks, &Options { cuda_home })?;
-    files.extend(pipeline::crate_files(&root, &ws.targets()?)?);
+    let generated = generate_all(ws, &ctks, &Options { cuda_home })?;
+    let (mut files, crate_files) = all_files(ws, &root, generated)?;
+    files.extend(crate_files);
     // Only a full regen knows every file the list produces, so only it deletes the others.
     let delete = if ctk == "all" {
         emit::unproduced_sealed_files(&root, &files)
@@ -318,10 +352,38 @@ fn verify_options() -> VerifyOptions {
     }
 }
 
+/// A target of `diff`: any target the lock pins, listed in `generator/targets.txt` or not.
+fn pinned(lock: &Lock, given: &str) -> anyhow::Result<Ctk> {
+    let pinned = lock.targets();
+    match given.parse::<Ctk>() {
+        Ok(ctk) if pinned.contains(&ctk) => Ok(ctk),
+        _ => bail!(
+            "'{given}' is not a pinned CTK target: generator/inputs.lock pins {}; pick two of them (cargo xtask pin --ctk MAJOR.MINOR pins another)",
+            spelled(&pinned)
+        ),
+    }
+}
+
+fn diff(ws: &Workspace, a: &str, b: &str) -> anyhow::Result<()> {
+    let lock = Lock::committed()?;
+    let (a, b) = (pinned(&lock, a)?, pinned(&lock, b)?);
+    let started = Instant::now();
+    let from = pipeline::read_model(ws, a, &Options::default())?;
+    let to = pipeline::read_model(ws, b, &Options::default())?;
+    let diff = hostcb_generator::diff::diff(&from, &to);
+    print!("{diff}");
+    eprintln!(
+        "diff: {} difference(s) between CTK {a} and {b}, in {:.2} s",
+        diff.differences.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 fn check(ws: &Workspace, ctk: &str) -> anyhow::Result<()> {
     let ctks = targets(ws, ctk)?;
-    let mut files = generate_all(ws, &ctks, &Options::default())?;
-    let crate_files = pipeline::crate_files(&ws.generated(), &ws.targets()?)?;
+    let generated = generate_all(ws, &ctks, &Options::default())?;
+    let (mut files, crate_files) = all_files(ws, &ws.generated(), generated)?;
     files.extend(crate_files.iter().cloned());
     let mut diffs = emit::diff_tree(&ws.generated(), &files, 40);
     if ctk == "all" {

@@ -111,6 +111,29 @@ fn unknown_targets_are_refused() {
     }
 }
 
+/// `diff` takes any two pinned targets; anything else is refused naming every pinned one.
+#[test]
+fn diff_of_an_unknown_target_is_refused() {
+    for args in [
+        ["diff", "12.9", "11.8"],
+        ["diff", "12.7", "13.5"],
+        ["diff", "banana", "13.5"],
+    ] {
+        let bad = args[1..]
+            .iter()
+            .find(|a| **a != "12.9" && **a != "13.5")
+            .unwrap();
+        let e = fails(&args, &[]);
+        assert!(
+            e.contains(&format!(
+                "'{bad}' is not a pinned CTK target: generator/inputs.lock pins 12.0, 12.1, 12.2, \
+                 12.3, 12.4, 12.5, 12.6, 12.8, 12.9, 13.0, 13.1, 13.2, 13.3, 13.4 and 13.5; pick two"
+            )),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn cuda_home_without_cuda_h() {
     let dir = tempfile::tempdir().unwrap();
