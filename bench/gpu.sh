@@ -5,7 +5,7 @@
 # them share the same conditions over time; then the installed cuda-python once; then one table
 # (each figure's median over the rounds, its min..max, and ours/C against the matching C).
 #
-#   here, at the repository root:         ../shared/tools/gpu-bundle --benches
+#   here, at the repository root:         tools/gpu-bundle --benches
 #   on the GPU machine, from the root:    bash bench/gpu.sh        (device tool: carry [".gpu"])
 #
 # Each round runs C driver once, C runtime once, then ours once with --reps 1 (every row, each
@@ -83,7 +83,7 @@ step 1 "C references: build with nvcc"
 nvcc=$(command -v nvcc || true)
 [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
 c_src=""
-for candidate in .gpu/peers/hostcb_c.c ../shared/bench/hostcb_c.c; do
+for candidate in .gpu/peers/hostcb_c.c bench/hostcb_c.c; do
   [ -f "$candidate" ] && c_src=$candidate && break
 done
 c_drv="" c_rt=""
@@ -92,7 +92,7 @@ if [ -z "$nvcc" ]; then
   status=1
 else
   if [ -z "$c_src" ]; then
-    say "C driver reference: .gpu/peers/hostcb_c.c is missing; run ../shared/tools/gpu-bundle --benches first"
+    say "C driver reference: .gpu/peers/hostcb_c.c is missing; run tools/gpu-bundle --benches first"
     status=1
   elif echo "== $nvcc -O2 -o /tmp/hostcb_c $c_src -lcuda" >> "$out/build.log" \
     && timeout 120 "$nvcc" -O2 -o /tmp/hostcb_c "$c_src" -lcuda >> "$out/build.log" 2>&1; then
@@ -126,7 +126,7 @@ if [ -z "$exe" ] || [ ! -x "$exe" ]; then
   done
 fi
 if [ -z "$exe" ] || [ ! -x "$exe" ]; then
-  say "ours: no bench executable in .gpu/bin; run ../shared/tools/gpu-bundle --benches first"
+  say "ours: no bench executable in .gpu/bin; run tools/gpu-bundle --benches first"
   exe=""
   status=1
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The cuda-python peer of the host-callback benchmark: B1 and B2 through cuda.bindings.driver,
-measured the way ../shared/bench/hostcb_c.c measures them (same warm-ups, same counts, a
+measured the way bench/hostcb_c.c measures them (same warm-ups, same counts, a
 monotonic clock around the enqueue loop and the final synchronise, every callback counted).
 
 Without --figure, each figure runs in a subprocess of its own, because a captured host function
