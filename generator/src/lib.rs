@@ -20,3 +20,6 @@ pub mod target;
 pub mod writer;
 
 pub use target::Ctk;
+
+/// The SHA-256 of the sources this crate was compiled from (see [`hostcb_seal::sources`]).
+pub const BUILT_FROM_SOURCES: &str = env!("HOSTCB_BUILT_FROM_SOURCES");

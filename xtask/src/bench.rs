@@ -41,7 +41,7 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
     let scratch = ws.root.join("target/xtask-bench");
     std::fs::create_dir_all(&scratch)
         .map_err(|e| anyhow!("cannot create {}: {e}", scratch.display()))?;
-    let steps = 1 + 4 * reps + if args.skip_builds { 0 } else { 6 * reps };
+    let steps = 1 + 5 * reps + if args.skip_builds { 0 } else { 6 * reps };
     let mut progress = Progress::new(steps);
     let mut table = Table::default();
 
@@ -93,6 +93,19 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
     }
     table.row(
         format!("verify generated/ ({})", note.unwrap_or_default()),
+        samples,
+    );
+
+    let mut samples = Vec::new();
+    for rep in 1..=reps {
+        samples.push(
+            progress.step(&format!("built-from check, rep {rep}/{reps}"), || {
+                built_from(ws)
+            })?,
+        );
+    }
+    table.row(
+        "built-from check (hash the linked crates' sources, run before every command)".to_owned(),
         samples,
     );
 
@@ -250,6 +263,14 @@ fn verify(ws: &Workspace) -> anyhow::Result<(Duration, String)> {
         );
     }
     Ok((elapsed, note))
+}
+
+/// The check every command starts with, timed: hash the sources of the workspace crates this
+/// binary links and compare them with those they were compiled from.
+fn built_from(ws: &Workspace) -> anyhow::Result<Duration> {
+    let t0 = Instant::now();
+    crate::sources::stale(&ws.root, &crate::sources::LINKED)?;
+    Ok(t0.elapsed())
 }
 
 /// `check`, timed: regenerate all in memory and compare with generated/.

@@ -94,55 +94,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Set when this binary is the rebuild that [`built_from`] asked cargo for.
-const REBUILT_ENV: &str = "HOSTCB_XTASK_REBUILT";
-
-/// Makes sure this binary was built from the sources of the checkout at `root` (see
-/// [`sources`]). When it was not (another checkout sharing `CARGO_TARGET_DIR` built it last),
-/// and cargo ran it, the checkout's crate roots are touched so that cargo's freshness check sees
-/// them, and the same command runs again through cargo, which rebuilds first; this process
-/// exits with that run's status. Run directly, or if a rebuild did not help, it is an error.
-fn built_from(root: &Path) -> anyhow::Result<()> {
-    let here = sources::sources_sha256(root).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot read the xtask's sources under {}: {e}",
-            root.display()
-        )
-    })?;
-    if here == env!("XTASK_SOURCES_SHA256") {
-        return Ok(());
-    }
-    let cargo = std::env::var_os("CARGO");
-    if std::env::var_os(REBUILT_ENV).is_some() || cargo.is_none() {
-        bail!(
-            "this xtask binary was built from other sources than those of {} (does another checkout share its CARGO_TARGET_DIR?); run it through `cargo xtask` from this checkout, or give the checkout its own CARGO_TARGET_DIR",
-            root.display()
-        );
-    }
-    eprintln!(
-        "xtask: this binary was built from another checkout's sources (a shared CARGO_TARGET_DIR); rebuilding from those of {}",
-        root.display()
-    );
-    for dir in sources::SOURCE_DIRS {
-        // Only the time changes: cargo rebuilds a crate when one of its files is newer than
-        // its last build.
-        for file in ["lib.rs", "main.rs"] {
-            let path = root.join(dir).join(file);
-            if let Ok(f) = std::fs::File::options().append(true).open(&path) {
-                f.set_modified(std::time::SystemTime::now())?;
-            }
-        }
-    }
-    let status = std::process::Command::new(cargo.unwrap_or_default())
-        .args(["run", "--package", "xtask", "--manifest-path"])
-        .arg(root.join("Cargo.toml"))
-        .arg("--")
-        .args(std::env::args_os().skip(1))
-        .env(REBUILT_ENV, "1")
-        .status()?;
-    std::process::exit(status.code().unwrap_or(1));
-}
-
 /// The targets a `--ctk` value names: `all` is every target of `generator/targets.txt`; one
 /// target must be listed there (its files live in the generated crate beside the others).
 fn targets(ws: &Workspace, ctk: &str) -> anyhow::Result<Vec<Ctk>> {
@@ -170,7 +121,7 @@ fn targets(ws: &Workspace, ctk: &str) -> anyhow::Result<Vec<Ctk>> {
 
 fn run(command: Command) -> anyhow::Result<()> {
     let ws = Workspace::locate()?;
-    built_from(&ws.root)?;
+    sources::ensure_built_from(&ws.root)?;
     match command {
         Command::Regen {
             ctk,

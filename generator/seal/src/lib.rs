@@ -36,6 +36,7 @@ mod check;
 mod command;
 mod git;
 mod line;
+pub mod sources;
 mod verify;
 mod write;
 
@@ -46,6 +47,9 @@ pub use verify::{
     verify_paths, verify_paths_with, verify_roots, verify_tree,
 };
 pub use write::{SealError, seal};
+
+/// The SHA-256 of the sources this crate was compiled from (see [`sources`]).
+pub const BUILT_FROM_SOURCES: &str = env!("HOSTCB_BUILT_FROM_SOURCES");
 
 /// The seal format this crate writes and the only one it reads.
 pub const FORMAT: u32 = 1;
