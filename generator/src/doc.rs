@@ -104,7 +104,7 @@ pub fn to_markdown(doxygen: &str, links: &Links) -> Vec<String> {
         let mut items = Vec::new();
         for p in &parsed.params {
             let text = flow(&p.text, links);
-            let mut head = format!("* `{}`", p.name);
+            let mut head = format!("* `{}`", rust_param_name(&p.name));
             if let Some(dir) = &p.direction {
                 head.push_str(&format!(" ({dir})"));
             }
@@ -241,6 +241,18 @@ fn is_structural(word: &str) -> bool {
             | "{"
             | "}"
     )
+}
+
+/// The Rust name of a C parameter: bindgen appends `_` to a name that is a Rust keyword (`fn`
+/// becomes `fn_`), and the docs name the parameter as the wrapper does.
+fn rust_param_name(c: &str) -> String {
+    if syn::parse_str::<syn::Ident>(c).is_err()
+        && syn::parse_str::<syn::Ident>(&format!("{c}_")).is_ok()
+    {
+        format!("{c}_")
+    } else {
+        c.to_owned()
+    }
 }
 
 /// The command a line starts with (`\param[in] x` → `("param", "[in] x")`).
@@ -1013,7 +1025,7 @@ called in the event of an error in the CUDA context.
 # Parameters
 
 * `hStream` - Stream to enqueue function call in
-* `fn` - The function to call once preceding stream operations are complete
+* `fn_` - The function to call once preceding stream operations are complete
 * `userData` - User-specified data to be passed to the function
 
 # Returns
