@@ -685,16 +685,44 @@ fn diff_values(api: Api, old: &Types, new: &Types, out: &mut Vec<Difference>) {
             change,
         })
     };
-    let spelled = |(owner, name): &(String, String)| format!("{owner}::{name}");
-    for (key, value) in &old.values {
-        match new.values.get(key) {
-            None => push(
-                Section::EnumValuesRemoved,
-                spelled(key),
-                Change::ValueRemoved(value.clone()),
-            ),
+    compare_values(
+        &old.values,
+        &new.values,
+        |(owner, name)| format!("{owner}::{name}"),
+        [
+            Section::EnumValuesRemoved,
+            Section::EnumValuesChanged,
+            Section::EnumValuesAdded,
+        ],
+        &mut push,
+    );
+    compare_values(
+        &old.constants,
+        &new.constants,
+        String::clone,
+        [
+            Section::ConstantsRemoved,
+            Section::ConstantsChanged,
+            Section::ConstantsAdded,
+        ],
+        &mut push,
+    );
+}
+
+/// Pushes one difference per key of `old` missing from `new` (`sections[0]`), per key whose
+/// value changed (`sections[1]`), and per key only `new` has (`sections[2]`).
+fn compare_values<K: Ord>(
+    old: &BTreeMap<K, String>,
+    new: &BTreeMap<K, String>,
+    spelled: impl Fn(&K) -> String,
+    [removed, changed, added]: [Section; 3],
+    push: &mut impl FnMut(Section, String, Change),
+) {
+    for (key, value) in old {
+        match new.get(key) {
+            None => push(removed, spelled(key), Change::ValueRemoved(value.clone())),
             Some(v) if v != value => push(
-                Section::EnumValuesChanged,
+                changed,
                 spelled(key),
                 Change::Value {
                     from: value.clone(),
@@ -704,40 +732,9 @@ fn diff_values(api: Api, old: &Types, new: &Types, out: &mut Vec<Difference>) {
             Some(_) => {}
         }
     }
-    for (key, value) in &new.values {
-        if !old.values.contains_key(key) {
-            push(
-                Section::EnumValuesAdded,
-                spelled(key),
-                Change::ValueAdded(value.clone()),
-            );
-        }
-    }
-    for (name, value) in &old.constants {
-        match new.constants.get(name) {
-            None => push(
-                Section::ConstantsRemoved,
-                name.clone(),
-                Change::ValueRemoved(value.clone()),
-            ),
-            Some(v) if v != value => push(
-                Section::ConstantsChanged,
-                name.clone(),
-                Change::Value {
-                    from: value.clone(),
-                    to: v.clone(),
-                },
-            ),
-            Some(_) => {}
-        }
-    }
-    for (name, value) in &new.constants {
-        if !old.constants.contains_key(name) {
-            push(
-                Section::ConstantsAdded,
-                name.clone(),
-                Change::ValueAdded(value.clone()),
-            );
+    for (key, value) in new {
+        if !old.contains_key(key) {
+            push(added, spelled(key), Change::ValueAdded(value.clone()));
         }
     }
 }

@@ -112,56 +112,39 @@ macro_rules! safe_target {
 /// 12.3, `_v2` before; its capabilities say which).
 macro_rules! capture_info {
     ([]) => {
-        /// `cuStreamGetCaptureInfo_v2`: the capture status and graph of `stream`.
-        ///
-        /// # Safety
-        ///
-        /// `stream` is a valid stream of the current context.
-        unsafe fn capture_info(
-            stream: sys::CUstream,
-            status: &mut sys::CUstreamCaptureStatus,
-            graph: &mut sys::CUgraph,
-        ) -> Result<(), cuda_hostcb::Error> {
-            // SAFETY: the caller passes a valid stream; the outputs not wanted are null.
-            unsafe {
-                sys::cuStreamGetCaptureInfo_v2(
-                    stream,
-                    status,
-                    std::ptr::null_mut(),
-                    graph,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
-            }
-        }
+        capture_info!(@define cuStreamGetCaptureInfo_v2, []);
     };
     ([capture_info_v3 $($rest:ident)*]) => {
-        /// `cuStreamGetCaptureInfo_v3`: the capture status and graph of `stream`.
-        ///
-        /// # Safety
-        ///
-        /// `stream` is a valid stream of the current context.
-        unsafe fn capture_info(
-            stream: sys::CUstream,
-            status: &mut sys::CUstreamCaptureStatus,
-            graph: &mut sys::CUgraph,
-        ) -> Result<(), cuda_hostcb::Error> {
-            // SAFETY: the caller passes a valid stream; the outputs not wanted are null.
-            unsafe {
-                sys::cuStreamGetCaptureInfo_v3(
-                    stream,
-                    status,
-                    std::ptr::null_mut(),
-                    graph,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
-            }
-        }
+        // `_v3` adds the edge data output, before the dependency count.
+        capture_info!(@define cuStreamGetCaptureInfo_v3, [std::ptr::null_mut()]);
     };
     ([$other:ident $($rest:ident)*]) => {
         capture_info!([$($rest)*]);
+    };
+    (@define $function:ident, [$($edge_data:expr)?]) => {
+        #[doc = concat!("`", stringify!($function), "`: the capture status and graph of `stream`.")]
+        ///
+        /// # Safety
+        ///
+        /// `stream` is a valid stream of the current context.
+        unsafe fn capture_info(
+            stream: sys::CUstream,
+            status: &mut sys::CUstreamCaptureStatus,
+            graph: &mut sys::CUgraph,
+        ) -> Result<(), cuda_hostcb::Error> {
+            // SAFETY: the caller passes a valid stream; the outputs not wanted are null.
+            unsafe {
+                sys::$function(
+                    stream,
+                    status,
+                    std::ptr::null_mut(),
+                    graph,
+                    std::ptr::null_mut(),
+                    $($edge_data,)?
+                    std::ptr::null_mut(),
+                )
+            }
+        }
     };
 }
 
