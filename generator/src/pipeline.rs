@@ -105,7 +105,11 @@ pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, Gene
     let ctk = inputs.headers.ctk;
     let model = model_from(config, inputs)?;
     let templates = &config.templates;
-    let driver = rust_file(ctk, "driver.rs", &write_audited(&model, &model.driver, templates)?)?;
+    let driver = rust_file(
+        ctk,
+        "driver.rs",
+        &write_audited(&model, &model.driver, templates)?,
+    )?;
     let runtime = rust_file(
         ctk,
         "runtime.rs",

@@ -506,10 +506,7 @@ fn real_fetch_of_the_pinned_libclang() {
     assert!(lib.library.is_file());
     assert_eq!(lib.version, "18.1.1");
     assert_eq!(lib.source.name, "libclang");
-    assert_eq!(
-        lib.source.sha256,
-        sha256_file(&lib.library).unwrap()
-    );
+    assert_eq!(lib.source.sha256, sha256_file(&lib.library).unwrap());
     assert_eq!(lib.clang_args[0], "-isystem");
     assert!(Path::new(&lib.clang_args[1]).join("stddef.h").is_file());
     assert!(lib.warning.is_none());

@@ -287,7 +287,8 @@ fn built_from(ws: &Config) -> anyhow::Result<Duration> {
 fn check(ws: &Config) -> anyhow::Result<(Duration, String)> {
     let t0 = Instant::now();
     let output = generate_all(ws)?;
-    let diffs = emit::ensure_tree(&ws.out, &output.files, output.complete, Mode::Check)?.differences;
+    let diffs =
+        emit::ensure_tree(&ws.out, &output.files, output.complete, Mode::Check)?.differences;
     let elapsed = t0.elapsed();
     let note = if diffs.is_empty() {
         "regenerate all + compare, up to date".to_owned()

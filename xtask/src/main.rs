@@ -104,9 +104,10 @@ fn workspace_root() -> anyhow::Result<PathBuf> {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => std::env::current_dir().unwrap_or_default(),
     };
-    match start.ancestors().find(|dir| {
-        dir.join("Cargo.toml").is_file() && dir.join("generator/allowlist").is_dir()
-    }) {
+    match start
+        .ancestors()
+        .find(|dir| dir.join("Cargo.toml").is_file() && dir.join("generator/allowlist").is_dir())
+    {
         Some(root) => Ok(root.to_path_buf()),
         None => bail!(
             "cannot find the workspace to act on: no folder above {} holds Cargo.toml and generator/allowlist/; run cargo xtask inside a checkout of cuda-hostcb",

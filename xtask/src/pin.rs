@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use hostcb_generator::Ctk;
+use hostcb_generator::config::Config;
 use hostcb_generator::inputs::{
     self, Fetch, Fetcher, LOCK_PATH, Lock, LockEntry, Pip, TargetPin, sha256_file,
 };
-use hostcb_generator::config::Config;
 
 pub fn run(ws: &Config, ctk: &str) -> anyhow::Result<()> {
     let ctk: Ctk = ctk.parse()?;

@@ -39,9 +39,9 @@ fn a_listed_target() -> (String, String) {
     let list = std::fs::read_to_string(workspace().join("generator/targets.txt")).unwrap();
     let ctk = list
         .lines()
+        .rev()
         .map(|l| l.split('#').next().unwrap().trim())
-        .filter(|l| !l.is_empty())
-        .last()
+        .find(|l| !l.is_empty())
         .expect("a listed target")
         .to_owned();
     (format!("ctk_{}", ctk.replace('.', "_")), ctk)
@@ -128,15 +128,14 @@ fn a_full_regen_deletes_only_files_whose_seal_proves_they_are_its_own() {
     // A target no longer listed: its sealed file goes, a note that quotes the marker stays.
     let old = bindings.join("ctk_12_8");
     std::fs::create_dir_all(&old).unwrap();
-    let sealed = hostcb_seal::seal(
-        "// generated once\npub fn old() {}\n",
-        "12.8",
-        "//",
-    )
-    .unwrap();
+    let sealed = hostcb_seal::seal("// generated once\npub fn old() {}\n", "12.8", "//").unwrap();
     std::fs::write(old.join("driver.rs"), sealed).unwrap();
     let note = old.join("notes.rs");
-    std::fs::write(&note, format!("// {m} format=1; ctk=12.8; content-sha256=bad\n")).unwrap();
+    std::fs::write(
+        &note,
+        format!("// {m} format=1; ctk=12.8; content-sha256=bad\n"),
+    )
+    .unwrap();
     // A sealed file whose seal names another target than its folder: not provably this folder's.
     let (listed, _) = a_listed_target();
     let moved = old.join("runtime.rs");
@@ -191,7 +190,11 @@ fn overlapping_regens_do_not_fail_each_other() {
     for round in 0..3 {
         // An edit in each round, so that both runs have files to write.
         let (listed, _) = a_listed_target();
-        let file = out.path().join("src/bindings").join(&listed).join("driver.rs");
+        let file = out
+            .path()
+            .join("src/bindings")
+            .join(&listed)
+            .join("driver.rs");
         let text = std::fs::read_to_string(&file).unwrap();
         std::fs::write(&file, text.replacen("pub ", "pub  ", 1)).unwrap();
         let runs: Vec<_> = (0..2)
@@ -247,7 +250,12 @@ fn regen_refuses_to_write_through_a_symbolic_link() {
     std::os::unix::fs::symlink(&driver, &runtime).unwrap();
     let error = one_error(regen(out.path(), &ctk));
     assert!(error.contains(&runtime.display().to_string()), "{error}");
-    assert!(std::fs::symlink_metadata(&runtime).unwrap().file_type().is_symlink());
+    assert!(
+        std::fs::symlink_metadata(&runtime)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
 }
 
 fn mkfifo(path: &Path) {
@@ -262,10 +270,18 @@ fn a_fifo_where_a_generated_file_or_the_manifest_should_be_is_an_error_not_a_han
     let limit = Duration::from_secs(120);
     // In place of a generated file.
     let out = crate_copy();
-    let fifo = out.path().join("src/bindings").join(&listed).join("driver.rs");
+    let fifo = out
+        .path()
+        .join("src/bindings")
+        .join(&listed)
+        .join("driver.rs");
     mkfifo(&fifo);
     let o = out.path().to_str().unwrap();
-    let error = one_error(xtask(&["regen", "--ctk", &ctk, "--out", o], &workspace(), limit));
+    let error = one_error(xtask(
+        &["regen", "--ctk", &ctk, "--out", o],
+        &workspace(),
+        limit,
+    ));
     assert!(
         error.contains(&fifo.display().to_string()) && error.contains("FIFO"),
         "{error}"
@@ -275,7 +291,11 @@ fn a_fifo_where_a_generated_file_or_the_manifest_should_be_is_an_error_not_a_han
     let manifest = out.path().join("Cargo.toml");
     mkfifo(&manifest);
     let o = out.path().to_str().unwrap();
-    let error = one_error(xtask(&["regen", "--ctk", &ctk, "--out", o], &workspace(), limit));
+    let error = one_error(xtask(
+        &["regen", "--ctk", &ctk, "--out", o],
+        &workspace(),
+        limit,
+    ));
     assert!(
         error.contains(&manifest.display().to_string()) && error.contains("FIFO"),
         "{error}"
@@ -283,7 +303,11 @@ fn a_fifo_where_a_generated_file_or_the_manifest_should_be_is_an_error_not_a_han
     // check, in a checkout whose generated file is a FIFO.
     let copy = tempfile::tempdir().unwrap();
     let here = workspace();
-    for file in ["Cargo.toml", "generator/targets.txt", "generator/inputs.lock"] {
+    for file in [
+        "Cargo.toml",
+        "generator/targets.txt",
+        "generator/inputs.lock",
+    ] {
         std::fs::create_dir_all(copy.path().join(file).parent().unwrap()).unwrap();
         std::fs::copy(here.join(file), copy.path().join(file)).unwrap();
     }
