@@ -326,3 +326,16 @@ fn a_fifo_where_a_generated_file_or_the_manifest_should_be_is_an_error_not_a_han
         "{error}"
     );
 }
+
+#[test]
+fn out_naming_a_file_says_it_is_not_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("Cargo.toml");
+    std::fs::write(&file, "[package]\nname = \"cuda-hostcb\"\n").unwrap();
+    let (_, ctk) = a_listed_target();
+    let error = one_error(regen(&file, &ctk));
+    assert!(
+        error.contains(&format!("{} is not a folder", file.display())),
+        "{error}"
+    );
+}
