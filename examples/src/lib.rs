@@ -71,14 +71,15 @@ mod tests {
     #[test]
     fn expect_names_what_differs_with_both_values() {
         if hostcb_gate::wrong_expectations() {
+            // The switch turns every check round: equal values are now the failure.
             assert!(expect("host function calls", 10, 10).is_err());
             assert_eq!(expect("host function calls", 11, 10), Ok(()));
-            return;
+        } else {
+            assert_eq!(expect("host function calls", 10, 10), Ok(()));
+            assert_eq!(
+                expect("host function calls", 11, 10),
+                Err("host function calls: expected 11, seen 10".to_owned())
+            );
         }
-        assert_eq!(expect("host function calls", 10, 10), Ok(()));
-        assert_eq!(
-            expect("host function calls", 11, 10),
-            Err("host function calls: expected 11, seen 10".to_owned())
-        );
     }
 }
