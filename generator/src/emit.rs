@@ -579,31 +579,9 @@ pub fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, EmitError> {
     Ok(Some(bytes))
 }
 
-/// What a file system entry is, for messages.
+/// What a file system entry is, for messages (`a FIFO`, `a folder`, ...).
 fn kind_of(meta: &std::fs::Metadata) -> &'static str {
-    let kind = meta.file_type();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if kind.is_fifo() {
-            return "a FIFO";
-        }
-        if kind.is_socket() {
-            return "a socket";
-        }
-        if kind.is_block_device() || kind.is_char_device() {
-            return "a device";
-        }
-    }
-    if kind.is_symlink() {
-        "a symbolic link"
-    } else if kind.is_dir() {
-        "a folder"
-    } else if kind.is_file() {
-        "a regular file"
-    } else {
-        "not a regular file"
-    }
+    crate::inputs::file_kind(meta.file_type())
 }
 
 /// A lock on the output folder for one [`ensure_tree`] run (`flock` on the folder itself, so it

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use crate::target::Ctk;
 
+pub(crate) use files::kind as file_kind;
 pub use files::sha256_file;
 pub use headers::local_headers;
 pub use libclang::{LIBCLANG_VERSION, local_libclang};
