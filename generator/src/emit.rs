@@ -361,9 +361,12 @@ fn write_changes(
         let path = path.to_path_buf();
         move |source| EmitError::Write { path, source }
     };
+    // The folders written to, and those of the files deleted (so an emptied one can go).
     let dirs: BTreeSet<PathBuf> = files
         .iter()
-        .map(|f| root.join(&f.path).parent().unwrap_or(root).to_path_buf())
+        .map(|f| f.path.as_path())
+        .chain(delete.iter().map(PathBuf::as_path))
+        .map(|rel| root.join(rel).parent().unwrap_or(root).to_path_buf())
         .collect();
     for dir in &dirs {
         for stale in remove_temporaries(dir)? {

@@ -130,6 +130,8 @@ fn a_full_regen_deletes_only_files_whose_seal_proves_they_are_its_own() {
     std::fs::create_dir_all(&old).unwrap();
     let sealed = hostcb_seal::seal("// generated once\npub fn old() {}\n", "12.8", "//").unwrap();
     std::fs::write(old.join("driver.rs"), sealed).unwrap();
+    // A killed regen's temporary file there does not keep the folder alive on its own.
+    std::fs::write(old.join(".regen-Old123"), "half a file").unwrap();
     let note = old.join("notes.rs");
     std::fs::write(
         &note,
@@ -151,6 +153,7 @@ fn a_full_regen_deletes_only_files_whose_seal_proves_they_are_its_own() {
         );
     }
     assert!(!old.join("driver.rs").exists(), "{stderr}");
+    assert!(!old.join(".regen-Old123").exists(), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "deleted {} (its target is no longer listed)",
