@@ -3,7 +3,13 @@
 
 use std::ffi::{CStr, c_char};
 
-use cuda_hostcb::ctk_12_9::driver as d;
+/// The probe uses the newest target's driver bindings, whichever the list makes newest.
+macro_rules! newest {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        use cuda_hostcb::$target::driver as d;
+    };
+}
+cuda_hostcb::newest_target!(newest);
 
 use crate::{BenchError, Sizes};
 
@@ -75,9 +81,10 @@ pub fn gate(probe: Result<Device, String>, require_gpu: bool) -> Gate {
     }
 }
 
-/// Whether the environment requires a GPU (`REQUIRE_GPU=1`).
+/// Whether the environment requires a GPU: the workspace's one switch, [`hostcb_gate::require_gpu`]
+/// (`REQUIRE_GPU=1`, `true` or `yes`).
 pub fn require_gpu() -> bool {
-    std::env::var("REQUIRE_GPU").as_deref() == Ok("1")
+    hostcb_gate::require_gpu()
 }
 
 /// The usage text of the benchmark executable.

@@ -3,18 +3,10 @@
 //! error.
 
 use std::fmt::{self, Debug};
-use std::sync::OnceLock;
 
-/// The environment variable that makes every scenario check a deliberately wrong expectation,
-/// to see each check fail on a GPU.
-pub const WRONG_EXPECTATIONS_ENV: &str = "HOSTCB_TESTS_WRONG_EXPECTATIONS";
-
-/// Whether `HOSTCB_TESTS_WRONG_EXPECTATIONS=1`: scenarios then alter their expectation so that
-/// a correct binding must fail every check (read once).
-pub fn wrong_expectations() -> bool {
-    static WRONG: OnceLock<bool> = OnceLock::new();
-    *WRONG.get_or_init(|| std::env::var_os(WRONG_EXPECTATIONS_ENV).is_some_and(|v| v == "1"))
-}
+/// The one wrong-expectations switch of the workspace (`HOSTCB_TESTS_WRONG_EXPECTATIONS`):
+/// scenarios then alter their expectation so that a correct binding must fail every check.
+pub use hostcb_gate::{WRONG_EXPECTATIONS_ENV, wrong_expectations};
 
 /// One difference between what a scenario expected and what it saw.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,44 +1,24 @@
-//! Whether the GPU trials can run here: the driver is probed once (`cuInit(0)` and
-//! `cuDeviceGetCount` through the 13.0 driver module) and each runtime is loaded once; from
-//! that, each trial runs, is skipped with a reason, or, with `REQUIRE_GPU=1`, fails.
+//! Whether the GPU trials can run here: the driver is probed once ([`hostcb_gate::probe_gpu`])
+//! and each runtime is loaded once; from that, each trial runs, is skipped with a reason, or,
+//! with `REQUIRE_GPU=1`, fails ([`hostcb_gate::gate`]).
 
 use cuda_hostcb::Error;
+pub use hostcb_gate::{Gate, Gpu, REQUIRE_GPU_ENV, Unusable};
 
 use crate::binding::Api;
 
-/// The environment variable that turns every skip for want of a GPU or runtime into a failure.
-pub const REQUIRE_GPU_ENV: &str = "REQUIRE_GPU";
-
-/// The runtime majors the targets use: 12 (12.9) and 13 (13.0, 13.5).
-pub const RUNTIME_MAJORS: [u32; 2] = [12, 13];
-
-/// A usable GPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Gpu {
-    /// Devices `cuDeviceGetCount` reports.
-    pub devices: usize,
-    /// The driver's version, if it could be read.
-    pub driver_version: Option<u32>,
-}
-
-/// Why no GPU is usable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unusable {
-    /// A few words, for each skipped trial's line.
-    pub short: String,
-    /// The whole error, for the summary line and for failures.
-    pub detail: String,
-}
-
-/// What a trial does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Gate {
-    /// Run it.
-    Run,
-    /// Skip it, for this reason.
-    Skip(String),
-    /// Fail it at once, for this reason (`REQUIRE_GPU=1`).
-    Fail(String),
+/// The runtime majors the listed targets use (`cuda_hostcb::for_each_target!`), each once.
+pub fn runtime_majors() -> Vec<u32> {
+    let mut majors = Vec::new();
+    macro_rules! major {
+        ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+            majors.push($major);
+        };
+    }
+    cuda_hostcb::for_each_target!(major);
+    majors.sort_unstable();
+    majors.dedup();
+    majors
 }
 
 /// The outcome of probing this machine.
@@ -53,41 +33,40 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// Probes the driver and the runtimes, reading `REQUIRE_GPU` from the environment.
+    /// Probes the driver (through [`hostcb_gate::probe_gpu`]) and the runtimes, with
+    /// [`hostcb_gate::require_gpu`].
     pub fn run() -> Self {
         Self {
-            require_gpu: std::env::var_os(REQUIRE_GPU_ENV).is_some_and(|v| v == "1"),
-            gpu: probe_gpu(),
-            runtimes: RUNTIME_MAJORS
-                .iter()
-                .map(|&major| (major, cuda_hostcb::load::runtime_version(major)))
+            require_gpu: hostcb_gate::require_gpu(),
+            gpu: hostcb_gate::probe_gpu(),
+            runtimes: runtime_majors()
+                .into_iter()
+                .map(|major| (major, cuda_hostcb::load::runtime_version(major)))
                 .collect(),
         }
     }
 
-    /// What a trial of `api` does.
+    /// What a trial of `api` does ([`hostcb_gate::gate`]: a skip names the short reason, a
+    /// failure the whole error).
     pub fn gate(&self, api: Api) -> Gate {
-        if let Err(u) = &self.gpu {
-            return if self.require_gpu {
-                Gate::Fail(format!("REQUIRE_GPU=1, and no usable GPU: {}", u.detail))
-            } else {
-                Gate::Skip(u.short.clone())
-            };
+        let missing = match (&self.gpu, api) {
+            (Err(u), _) => Some((u.short.clone(), format!("no usable GPU: {}", u.detail))),
+            (Ok(_), Api::Runtime { major }) => {
+                match self.runtimes.iter().find(|(m, _)| *m == major) {
+                    Some((_, Err(e))) => Some((
+                        format!("no CUDA {major} runtime (libcudart.so.{major} cannot be loaded)"),
+                        format!("the CUDA {major} runtime cannot be loaded: {e}"),
+                    )),
+                    _ => None,
+                }
+            }
+            (Ok(_), Api::Driver) => None,
+        };
+        match missing {
+            None => Gate::Run,
+            Some((short, _)) if !self.require_gpu => Gate::Skip(short),
+            Some((_, detail)) => hostcb_gate::gate(Err(detail), true),
         }
-        if let Api::Runtime { major } = api
-            && let Some((_, Err(e))) = self.runtimes.iter().find(|(m, _)| *m == major)
-        {
-            return if self.require_gpu {
-                Gate::Fail(format!(
-                    "REQUIRE_GPU=1, and the CUDA {major} runtime cannot be loaded: {e}"
-                ))
-            } else {
-                Gate::Skip(format!(
-                    "no CUDA {major} runtime (libcudart.so.{major} cannot be loaded)"
-                ))
-            };
-        }
-        Gate::Run
     }
 
     /// Devices seen, 0 without a usable GPU.
@@ -125,48 +104,6 @@ impl Probe {
 /// `13000` as `13.0 (13000)`.
 fn version(v: u32) -> String {
     format!("{}.{} ({v})", v / 1000, v % 1000 / 10)
-}
-
-/// `cuInit(0)` and `cuDeviceGetCount` through the 13.0 driver module.
-fn probe_gpu() -> Result<Gpu, Unusable> {
-    use cuda_hostcb::ctk_13_0::driver as cu;
-
-    // SAFETY: a plain call.
-    unsafe { cu::cuInit(0) }.map_err(|e| unusable(&e, "cuInit(0)"))?;
-    let mut count = 0;
-    // SAFETY: `count` is valid for writes.
-    unsafe { cu::cuDeviceGetCount(&mut count) }.map_err(|e| unusable(&e, "cuDeviceGetCount"))?;
-    let devices = usize::try_from(count).unwrap_or(0);
-    if devices == 0 {
-        return Err(Unusable {
-            short: "no CUDA device (cuDeviceGetCount = 0)".to_owned(),
-            detail: format!("cuDeviceGetCount reports {count} devices"),
-        });
-    }
-    Ok(Gpu {
-        devices,
-        driver_version: cuda_hostcb::load::driver_version().ok(),
-    })
-}
-
-/// `CUDA_ERROR_NO_DEVICE`.
-const NO_DEVICE: u32 = 100;
-
-fn unusable(e: &Error, call: &str) -> Unusable {
-    let short = match e {
-        Error::LibraryNotFound { library, .. } => format!("no CUDA driver ({library} not found)"),
-        Error::Cuda {
-            code: NO_DEVICE,
-            name,
-            ..
-        } => format!("no CUDA device ({call}: {name})"),
-        Error::Cuda { name, .. } => format!("{call} failed with {name}"),
-        _ => format!("{call} failed"),
-    };
-    Unusable {
-        short,
-        detail: e.to_string(),
-    }
 }
 
 #[cfg(test)]

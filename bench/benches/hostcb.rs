@@ -9,7 +9,6 @@ use hostcb_bench::gpu::{self, Gate};
 use hostcb_bench::report::{self, Row};
 use hostcb_bench::{CHAIN, Sizes, safe};
 use hostcb_tests::binding::Binding;
-use hostcb_tests::bindings::{ctk_12_9, ctk_13_0, ctk_13_5};
 
 /// A row of the raw bindings: its labels and the monomorphised body that measures it.
 struct RawRow {
@@ -26,14 +25,18 @@ const fn raw<A: Binding>() -> RawRow {
     }
 }
 
-const RAW_ROWS: [RawRow; 6] = [
-    raw::<ctk_12_9::Driver>(),
-    raw::<ctk_12_9::Runtime>(),
-    raw::<ctk_13_0::Driver>(),
-    raw::<ctk_13_0::Runtime>(),
-    raw::<ctk_13_5::Driver>(),
-    raw::<ctk_13_5::Runtime>(),
-];
+/// The rows of every target (`cuda_hostcb::for_each_target!`) and API, oldest target first.
+fn raw_rows() -> Vec<RawRow> {
+    let mut rows = Vec::new();
+    macro_rules! target_rows {
+        ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+            rows.push(raw::<hostcb_tests::bindings::$target::Driver>());
+            rows.push(raw::<hostcb_tests::bindings::$target::Runtime>());
+        };
+    }
+    cuda_hostcb::for_each_target!(target_rows);
+    rows
+}
 
 fn main() -> ExitCode {
     let args = match gpu::parse_args(std::env::args().skip(1)) {
@@ -77,7 +80,7 @@ fn main() -> ExitCode {
     );
 
     let mut rows = Vec::new();
-    for row in RAW_ROWS.iter().filter(|r| args.selects(r.target, r.api)) {
+    for row in raw_rows().iter().filter(|r| args.selects(r.target, r.api)) {
         eprintln!("measuring {} {} ...", row.target, row.api);
         let measured = (row.run)(device.ordinal, &sizes);
         print!("{}", measured.result_lines());

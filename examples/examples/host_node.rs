@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::ptr;
 use std::sync::Mutex;
 
-use cuda_hostcb::ctk_13_5::driver as cu;
+use cuda_hostcb_examples::newest::driver as cu;
 use cuda_hostcb_examples::{Outcome, expect, run};
 
 /// The user data of one host node: its name, and the log both nodes write to.

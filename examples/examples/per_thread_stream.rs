@@ -12,8 +12,8 @@ use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 
-use cuda_hostcb::ctk_13_5::driver as cu;
 use cuda_hostcb::load::{DefaultStream, default_stream, set_default_stream};
+use cuda_hostcb_examples::newest::driver as cu;
 use cuda_hostcb_examples::{Outcome, expect, run};
 
 /// Runs on a CUDA thread: only record (never panic, never call CUDA); the main thread checks.

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use cuda_hostcb::ctk_13_5::driver as cu;
+use cuda_hostcb_examples::newest::driver as cu;
 use cuda_hostcb_examples::{Outcome, expect, run};
 
 /// Runs on a CUDA thread: only record (never panic, never call CUDA); the main thread checks.

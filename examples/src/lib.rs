@@ -1,12 +1,26 @@
-//! What the examples in `examples/` share: [`run`] finds a usable GPU through the 13.5 driver
-//! bindings, or skips visibly (fails with `REQUIRE_GPU=1`), runs the example, and reports its
-//! result; [`expect`] compares what a host function recorded with what it should have.
+//! What the examples in `examples/` share: the bindings of the newest target ([`newest`],
+//! [`newest_safe`]); [`run`], which finds a usable GPU ([`hostcb_gate::probe_gpu`]) or skips
+//! visibly (fails with `REQUIRE_GPU=1`), runs the example, and reports its result; and
+//! [`expect`], which compares what a host function recorded with what it should have (the other
+//! way round with `HOSTCB_TESTS_WRONG_EXPECTATIONS=1`, to see every example's check fail).
 
 use std::error::Error;
 use std::fmt::Debug;
 use std::process::ExitCode;
 
-use cuda_hostcb::ctk_13_5::driver as cu;
+use hostcb_gate::Gate;
+
+/// The newest target's modules, whichever the target list makes newest: the examples name no
+/// target. A program of yours names its own, e.g. `use cuda_hostcb::ctk_<major>_<minor>::driver`.
+macro_rules! newest {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        #[doc = concat!("The bindings of the newest target, CTK ", $version, ".")]
+        pub use cuda_hostcb::$target as newest;
+        #[doc = concat!("The safe layer over the bindings of the newest target, CTK ", $version, ".")]
+        pub use cuda_hostcb_safe::$target as newest_safe;
+    };
+}
+cuda_hostcb::newest_target!(newest);
 
 /// What an example returns: a line saying what it did, or why it failed.
 pub type Outcome = Result<String, Box<dyn Error>>;
@@ -15,13 +29,22 @@ pub type Outcome = Result<String, Box<dyn Error>>;
 /// succeeds, or prints `error: <name>: <why>` and fails. Without a GPU it prints
 /// `SKIP: <name>: <reason>` and succeeds, unless `REQUIRE_GPU=1`, where it fails.
 pub fn run(name: &str, example: impl FnOnce() -> Outcome) -> ExitCode {
-    if let Err((short, detail)) = usable_gpu() {
-        if std::env::var_os("REQUIRE_GPU").is_some_and(|v| v == "1") {
-            eprintln!("error: {name}: REQUIRE_GPU=1, and no usable GPU: {detail}");
+    let gpu = hostcb_gate::probe_gpu();
+    let usable = gpu
+        .as_ref()
+        .map(|_| ())
+        .map_err(|u| format!("no usable GPU: {}", u.detail));
+    match hostcb_gate::gate(usable, hostcb_gate::require_gpu()) {
+        Gate::Run => {}
+        Gate::Skip(_) => {
+            let short = gpu.err().map(|u| u.short).unwrap_or_default();
+            println!("SKIP: {name}: {short}");
+            return ExitCode::SUCCESS;
+        }
+        Gate::Fail(why) => {
+            eprintln!("error: {name}: {why}");
             return ExitCode::FAILURE;
         }
-        println!("SKIP: {name}: {short}");
-        return ExitCode::SUCCESS;
     }
     match example() {
         Ok(line) => {
@@ -35,36 +58,10 @@ pub fn run(name: &str, example: impl FnOnce() -> Outcome) -> ExitCode {
     }
 }
 
-/// `Ok(())` if `seen` is `expected`, else an error naming `what` and both values.
+/// `Ok(())` if `seen` is `expected`, else an error naming `what` and both values; with
+/// `HOSTCB_TESTS_WRONG_EXPECTATIONS=1`, the other way round ([`hostcb_gate::expect_eq`]).
 pub fn expect<T: PartialEq + Debug>(what: &str, expected: T, seen: T) -> Result<(), String> {
-    if seen == expected {
-        Ok(())
-    } else {
-        Err(format!("{what}: expected {expected:?}, seen {seen:?}"))
-    }
-}
-
-/// `cuInit(0)` and at least one device, or a short reason and the whole error.
-fn usable_gpu() -> Result<(), (String, String)> {
-    let mut count = 0;
-    // SAFETY: plain calls; `count` is valid for writes.
-    let found = unsafe { cu::cuInit(0).and_then(|()| cu::cuDeviceGetCount(&mut count)) };
-    match found {
-        Ok(()) if count > 0 => Ok(()),
-        Ok(()) => Err((
-            "no CUDA device".to_owned(),
-            "cuDeviceGetCount reports 0 devices".to_owned(),
-        )),
-        Err(e) => {
-            let short = match &e {
-                cuda_hostcb::Error::LibraryNotFound { library, .. } => {
-                    format!("no CUDA driver ({library} not found)")
-                }
-                other => other.to_string(),
-            };
-            Err((short, e.to_string()))
-        }
-    }
+    hostcb_gate::expect_eq(what, expected, seen)
 }
 
 #[cfg(test)]
@@ -73,10 +70,16 @@ mod tests {
 
     #[test]
     fn expect_names_what_differs_with_both_values() {
-        assert_eq!(expect("host function calls", 10, 10), Ok(()));
-        assert_eq!(
-            expect("host function calls", 11, 10),
-            Err("host function calls: expected 11, seen 10".to_owned())
-        );
+        if hostcb_gate::wrong_expectations() {
+            // The switch turns every check round: equal values are now the failure.
+            assert!(expect("host function calls", 10, 10).is_err());
+            assert_eq!(expect("host function calls", 11, 10), Ok(()));
+        } else {
+            assert_eq!(expect("host function calls", 10, 10), Ok(()));
+            assert_eq!(
+                expect("host function calls", 11, 10),
+                Err("host function calls: expected 11, seen 10".to_owned())
+            );
+        }
     }
 }

@@ -17,14 +17,18 @@
 //!   keeps it a skip, and a driver-less CI machine stays green.
 //! - What CI can provide, and a GPU machine has installed: a CUDA 13 runtime (the pinned wheel
 //!   through pip, or the toolkit's `libcudart.so.13`), and python3 to fetch and unpack the
-//!   wheel. The step fails when `CI=1` (any value but empty, `0` or `false`, so GitHub's
-//!   `CI=true` counts) or `REQUIRE_GPU=1`.
+//!   wheel. The step fails when `CI` or `REQUIRE_GPU` is on (`1`, `true` or `yes`, so GitHub's
+//!   `CI=true` counts).
 //! - A broken setup fails always: `$HOSTCB_TEST_LIBCUDART_13` naming no file, a wheel whose
 //!   SHA-256 is not the one pinned, a lock without the pin.
 //!
 //! A step that finds the machine in its other legitimate state (the system loader finds
 //! `libcuda.so.1`, so there is no failing driver search to check) is ignored with that reason
 //! under any variable; the step that needs the driver runs instead.
+//!
+//! With `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` (the workspace's one switch, `hostcb_gate`) every
+//! check of a step (`check!`, `check_eq!`) expects the opposite, so each step that runs must fail
+//! at its first check: the way to see that the checks can fail.
 //!
 //! # The CUDA 13 runtime the steps load
 //!
@@ -50,6 +54,7 @@ use cuda_hostcb::load::{
     DefaultStream, DriverFn, Entry, PerThreadVariant, RuntimeFn, default_stream, driver_result,
     driver_version, runtime_result, runtime_version, set_default_stream,
 };
+use hostcb_gate::{check, check_eq};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use sha2::{Digest, Sha256};
 
@@ -232,9 +237,9 @@ fn done() -> Outcome {
     Ok(Completion::Completed)
 }
 
-/// Whether `var` is set to something other than empty, `0` or `false`.
+/// Whether `var` is on: `1`, `true` or `yes`, the workspace's one rule ([`hostcb_gate::on`]).
 fn flag(var: &str) -> bool {
-    env::var(var).is_ok_and(|v| !(v.is_empty() || v == "0" || v.eq_ignore_ascii_case("false")))
+    hostcb_gate::env_on(var)
 }
 
 /// What a step lacks when it cannot run here (see the rule at the top of this file).
@@ -480,16 +485,16 @@ fn download(pin: &Pin, dir: &Path) -> Result<(), Missing> {
 fn stream_mode() -> Outcome {
     clean_env();
     set("CUDA_HOSTCB_PER_THREAD_DEFAULT_STREAM", "1");
-    assert_eq!(
+    check_eq!(
         default_stream(),
         DefaultStream::PerThread,
         "read from the environment at first use"
     );
     unset("CUDA_HOSTCB_PER_THREAD_DEFAULT_STREAM");
     set_default_stream(DefaultStream::Legacy).unwrap();
-    assert_eq!(default_stream(), DefaultStream::Legacy);
+    check_eq!(default_stream(), DefaultStream::Legacy);
     set_default_stream(DefaultStream::PerThread).unwrap();
-    assert_eq!(default_stream(), DefaultStream::PerThread);
+    check_eq!(default_stream(), DefaultStream::PerThread);
     done()
 }
 
@@ -531,19 +536,19 @@ fn driver_explicit() -> Outcome {
     let missing = scratch().join("missing/libcuda.so.1");
     set("CUDA_HOSTCB_LIBCUDA", &missing);
     let (library, searched, text) = not_found(CU_LAUNCH_HOST_FUNC.address());
-    assert_eq!(library, "libcuda.so.1");
-    assert_eq!(
+    check_eq!(library, "libcuda.so.1");
+    check_eq!(
         searched,
         [
             format!("$CUDA_HOSTCB_LIBCUDA={}: no such file", missing.display()),
             "no other place was searched, since the variable is set".to_owned(),
         ]
     );
-    assert!(
+    check!(
         text.contains("set CUDA_HOSTCB_LIBCUDA to the path"),
         "{text}"
     );
-    assert!(matches!(
+    check!(matches!(
         driver_version(),
         Err(Error::LibraryNotFound { .. })
     ));
@@ -563,21 +568,21 @@ fn driver_search() -> Outcome {
     set("CUDA_HOME", &cuda_home);
     let (library, searched, text) = not_found(CU_LAUNCH_HOST_FUNC.address());
     println!("{text}");
-    assert_eq!(library, "libcuda.so.1");
-    assert_eq!(searched.len(), 4, "{searched:?}");
-    assert!(
+    check_eq!(library, "libcuda.so.1");
+    check_eq!(searched.len(), 4, "{searched:?}");
+    check!(
         searched[0].starts_with("libcuda.so.1 (system loader): dlopen failed: "),
         "{searched:?}"
     );
-    assert_eq!(
+    check_eq!(
         searched[1],
         format!("{}/lib64/libcuda.so.1: no such file", cuda_home.display())
     );
-    assert_eq!(
+    check_eq!(
         searched[2],
         format!("{}/compat/libcuda.so.1: no such file", cuda_home.display())
     );
-    assert_eq!(searched[3], "$CUDA_PATH: not set");
+    check_eq!(searched[3], "$CUDA_PATH: not set");
     // Without the driver, an error code still becomes an error, named by a fallback.
     match driver_result("cuLaunchHostFunc", 1) {
         Err(Error::Cuda {
@@ -587,15 +592,15 @@ fn driver_search() -> Outcome {
             name,
             description,
         }) => {
-            assert_eq!(name, "an unknown CUresult");
-            assert_eq!(
+            check_eq!(name, "an unknown CUresult");
+            check_eq!(
                 description,
                 "no description, since libcuda.so.1 is not loaded"
             );
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(driver_result("cuLaunchHostFunc", 0).unwrap(), ());
+    check_eq!(driver_result("cuLaunchHostFunc", 0).unwrap(), ());
     done()
 }
 
@@ -606,7 +611,7 @@ fn mkfifo(path: &Path) {
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
     // SAFETY: `c_path` is a NUL-terminated path.
     let rc = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
-    assert_eq!(
+    check_eq!(
         rc,
         0,
         "mkfifo {}: {}",
@@ -650,8 +655,8 @@ fn only_regular_files_are_opened() -> Outcome {
     mkfifo(&fifo);
     set("CUDA_HOSTCB_LIBCUDA", &fifo);
     let (library, searched, _) = not_found(promptly(&fifo, driver_version));
-    assert_eq!(library, "libcuda.so.1");
-    assert_eq!(
+    check_eq!(library, "libcuda.so.1");
+    check_eq!(
         searched,
         [
             format!(
@@ -669,7 +674,7 @@ fn only_regular_files_are_opened() -> Outcome {
     for var in ["CUDA_HOSTCB_LIBCUDART_13", "CUDA_HOSTCB_LIBCUDART"] {
         set(var, &link);
         let (_, searched, _) = not_found(promptly(&fifo, || runtime_version(13)));
-        assert_eq!(
+        check_eq!(
             searched[0],
             format!("${var}={}: is not a regular file (a FIFO)", link.display())
         );
@@ -679,13 +684,13 @@ fn only_regular_files_are_opened() -> Outcome {
     // A device and a folder.
     set("CUDA_HOSTCB_LIBCUDART_12", "/dev/null");
     let (_, searched, _) = not_found(promptly(&fifo, || runtime_version(12)));
-    assert_eq!(
+    check_eq!(
         searched[0],
         "$CUDA_HOSTCB_LIBCUDART_12=/dev/null: is not a regular file (a character device)"
     );
     set("CUDA_HOSTCB_LIBCUDART_12", scratch);
     let (_, searched, _) = not_found(promptly(&fifo, || runtime_version(12)));
-    assert_eq!(
+    check_eq!(
         searched[0],
         format!(
             "$CUDA_HOSTCB_LIBCUDART_12={}: is not a regular file (a folder)",
@@ -701,8 +706,8 @@ fn only_regular_files_are_opened() -> Outcome {
     mkfifo(&in_lib64);
     set("CUDA_HOME", &cuda_home);
     let (library, searched, _) = not_found(promptly(&in_lib64, || runtime_version(99)));
-    assert_eq!(library, "libcudart.so.99");
-    assert_eq!(
+    check_eq!(library, "libcudart.so.99");
+    check_eq!(
         searched[1..3],
         [
             format!("{}: is not a regular file (a FIFO)", in_lib64.display()),
@@ -724,7 +729,7 @@ fn not_a_driver() -> Outcome {
     };
     set("CUDA_HOSTCB_LIBCUDA", runtime);
     let (_, searched, _) = not_found(driver_version());
-    assert_eq!(
+    check_eq!(
         searched[0],
         format!(
             "$CUDA_HOSTCB_LIBCUDA={}: exports no cuGetProcAddress: the driver is older than CUDA 11.3, or the file is not libcuda",
@@ -747,14 +752,14 @@ fn driver_resolution() -> Outcome {
     per_thread();
     let version = driver_version().unwrap();
     println!("driver: CUDA {}", dotted(version));
-    assert!(version >= 11030, "{version}");
+    check!(version >= 11030, "{version}");
     let launch = CU_LAUNCH_HOST_FUNC.address().unwrap();
-    assert_eq!(
+    check_eq!(
         launch,
         address_in(Path::new("libcuda.so.1"), "cuLaunchHostFunc_ptsz"),
         "the per-thread variant"
     );
-    assert_eq!(CU_LAUNCH_HOST_FUNC.address().unwrap(), launch);
+    check_eq!(CU_LAUNCH_HOST_FUNC.address().unwrap(), launch);
     match CU_MADE_UP.address() {
         Err(Error::Unavailable {
             api: Api::Driver,
@@ -763,29 +768,29 @@ fn driver_resolution() -> Outcome {
             found,
             library,
         }) => {
-            assert_eq!(found, Some(version));
-            assert_eq!(library, "libcuda.so.1");
+            check_eq!(found, Some(version));
+            check_eq!(library, "libcuda.so.1");
         }
         other => panic!("{other:?}"),
     }
     match CU_LAUNCH_HOST_FUNC_V2.address() {
-        Ok(_) => assert!(version >= 13010, "{version}"),
+        Ok(_) => check!(version >= 13010, "{version}"),
         Err(e @ Error::Unavailable { .. }) => {
-            assert!(version < 13010, "{version}: {e}");
+            check!(version < 13010, "{version}: {e}");
             let text = e.to_string();
-            assert!(text.starts_with("cuLaunchHostFunc_v2 is not available: it needs CUDA 13.1, the installed driver (libcuda.so.1) is CUDA "), "{text}");
+            check!(text.starts_with("cuLaunchHostFunc_v2 is not available: it needs CUDA 13.1, the installed driver (libcuda.so.1) is CUDA "), "{text}");
             println!("{text}");
         }
         Err(e) => panic!("{e}"),
     }
     match driver_result("cuLaunchHostFunc", 1) {
-        Err(e @ Error::Cuda { .. }) => assert_eq!(
+        Err(e @ Error::Cuda { .. }) => check_eq!(
             e.to_string(),
             "cuLaunchHostFunc failed with CUDA_ERROR_INVALID_VALUE (1): invalid argument"
         ),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(
+    check!(matches!(
         set_default_stream(DefaultStream::Legacy),
         Err(Error::StreamModeLocked {
             current: DefaultStream::PerThread
@@ -806,21 +811,21 @@ fn runtime_explicit() -> Outcome {
     let missing = scratch().join("missing/libcudart.so.13");
     set("CUDA_HOSTCB_LIBCUDART", &missing);
     let (library, searched, text) = not_found(RT13_VERSION.address());
-    assert_eq!(library, "libcudart.so.13");
-    assert_eq!(
+    check_eq!(library, "libcudart.so.13");
+    check_eq!(
         searched,
         [
             format!("$CUDA_HOSTCB_LIBCUDART={}: no such file", missing.display()),
             "no other place was searched, since the variable is set".to_owned(),
         ]
     );
-    assert!(text.contains("set CUDA_HOSTCB_LIBCUDART_13"), "{text}");
+    check!(text.contains("set CUDA_HOSTCB_LIBCUDART_13"), "{text}");
 
     // The per-major variable wins over the generic one, for its major only.
     set("CUDA_HOSTCB_LIBCUDART_13", &missing);
     set("CUDA_HOSTCB_LIBCUDART", runtime);
     let (_, searched, _) = not_found(RT13_VERSION.address());
-    assert_eq!(
+    check_eq!(
         searched[0],
         format!(
             "$CUDA_HOSTCB_LIBCUDART_13={}: no such file",
@@ -837,12 +842,12 @@ fn runtime_explicit() -> Outcome {
     std::os::unix::fs::symlink(runtime, &link).unwrap();
     set("CUDA_HOSTCB_LIBCUDART", &link);
     let (library, searched, _) = not_found(RT12_VERSION.address());
-    assert_eq!(library, "libcudart.so.12");
+    check_eq!(library, "libcudart.so.12");
     let prefix = format!(
         "$CUDA_HOSTCB_LIBCUDART={}: it is the CUDA 13.",
         link.display()
     );
-    assert!(
+    check!(
         searched[0].starts_with(&prefix) && searched[0].ends_with(" runtime, not a CUDA 12.x one"),
         "{searched:?}"
     );
@@ -867,8 +872,8 @@ fn runtime_search() -> Outcome {
     let wheel = "nvidia/cu99/lib/libcudart.so.99";
     let (library, searched, text) = not_found(runtime_version(99));
     println!("{text}");
-    assert_eq!(library, "libcudart.so.99");
-    assert!(
+    check_eq!(library, "libcudart.so.99");
+    check!(
         searched[0].starts_with("libcudart.so.99 (system loader): dlopen failed: "),
         "{searched:?}"
     );
@@ -888,19 +893,19 @@ fn runtime_search() -> Outcome {
             home.display()
         ),
     ];
-    assert_eq!(searched[1..=expected.len()], expected, "{searched:#?}");
+    check_eq!(searched[1..=expected.len()], expected, "{searched:#?}");
     let last = searched.last().unwrap();
-    assert!(
+    check!(
         last.starts_with(&format!("/usr/lib/python3/dist-packages/{wheel}: ")),
         "{last}"
     );
-    assert!(
+    check!(
         searched
             .iter()
             .any(|s| s.starts_with("/usr/local/lib/python3")),
         "{searched:#?}"
     );
-    assert!(text.contains("set CUDA_HOSTCB_LIBCUDART_99"), "{text}");
+    check!(text.contains("set CUDA_HOSTCB_LIBCUDART_99"), "{text}");
     done()
 }
 
@@ -941,9 +946,9 @@ fn runtime_loading() -> Outcome {
     });
     let (version_fn, made_up, launch) = outcomes[0].clone();
     for other in &outcomes[1..] {
-        assert_eq!(other.0.as_ref().ok(), version_fn.as_ref().ok());
-        assert_eq!(other.2.as_ref().ok(), launch.as_ref().ok());
-        assert!(other.1.as_ref().is_err_and(Error::is_unavailable));
+        check_eq!(other.0.as_ref().ok(), version_fn.as_ref().ok());
+        check_eq!(other.2.as_ref().ok(), launch.as_ref().ok());
+        check!(other.1.as_ref().is_err_and(Error::is_unavailable));
     }
 
     // The resolved function runs, without a GPU.
@@ -954,16 +959,16 @@ fn runtime_loading() -> Outcome {
     };
     let mut version: c_int = 0;
     // SAFETY: `version` is valid for writes.
-    assert_eq!(unsafe { get_version(&mut version) }, 0);
+    check_eq!(unsafe { get_version(&mut version) }, 0);
     let version = u32::try_from(version).unwrap();
-    assert_eq!(version / 1000, 13);
-    assert_eq!(runtime_version(13).unwrap(), version);
+    check_eq!(version / 1000, 13);
+    check_eq!(runtime_version(13).unwrap(), version);
     println!("runtime: CUDA {}", dotted(version));
 
     let loaded = (!system).then(|| user_lib.display().to_string());
     match made_up {
         Err(e @ Error::Unavailable { .. }) => {
-            assert_eq!(e.code(), None);
+            check_eq!(e.code(), None);
             let Error::Unavailable {
                 api,
                 function,
@@ -974,14 +979,14 @@ fn runtime_loading() -> Outcome {
             else {
                 unreachable!()
             };
-            assert_eq!(
+            check_eq!(
                 (*api, *function, *needs),
                 (Api::Runtime { major: 13 }, "cudaNoSuchFunction", 13000)
             );
-            assert_eq!(*found, Some(version));
+            check_eq!(*found, Some(version));
             if let Some(loaded) = &loaded {
-                assert_eq!(library, loaded);
-                assert_eq!(
+                check_eq!(library, loaded);
+                check_eq!(
                     e.to_string(),
                     format!(
                         "cudaNoSuchFunction is not available: the installed CUDA 13 runtime ({loaded}) is CUDA {} and does not provide it, though it appeared in CUDA 13.0; it may have been removed, so use the API that replaces it",
@@ -995,7 +1000,7 @@ fn runtime_loading() -> Outcome {
     if let Some(loaded) = &loaded {
         // The per-thread mode chose the _ptsz variant.
         let launch = launch.unwrap() as *const c_void;
-        assert_eq!(
+        check_eq!(
             launch,
             address_in(Path::new(loaded), "cudaLaunchHostFunc_ptsz")
         );
@@ -1003,7 +1008,7 @@ fn runtime_loading() -> Outcome {
     }
 
     // Error codes are named by the runtime that was called.
-    assert_eq!(runtime_result("cudaLaunchHostFunc", 13, 0).unwrap(), ());
+    check_eq!(runtime_result("cudaLaunchHostFunc", 13, 0).unwrap(), ());
     match runtime_result("cudaLaunchHostFunc", 13, 1) {
         Err(
             e @ Error::Cuda {
@@ -1011,8 +1016,8 @@ fn runtime_loading() -> Outcome {
                 ..
             },
         ) => {
-            assert_eq!(e.code(), Some(1));
-            assert_eq!(
+            check_eq!(e.code(), Some(1));
+            check_eq!(
                 e.to_string(),
                 "cudaLaunchHostFunc failed with cudaErrorInvalidValue (1): invalid argument"
             );
@@ -1020,12 +1025,12 @@ fn runtime_loading() -> Outcome {
         other => panic!("{other:?}"),
     }
     match runtime_result("cudaLaunchHostFunc", 12, 1) {
-        Err(Error::Cuda { name, .. }) => assert_eq!(name, "an unknown cudaError_t"),
+        Err(Error::Cuda { name, .. }) => check_eq!(name, "an unknown cudaError_t"),
         other => panic!("{other:?}"),
     }
 
     // Resolution fixed the mode.
-    assert!(matches!(
+    check!(matches!(
         set_default_stream(DefaultStream::Legacy),
         Err(Error::StreamModeLocked {
             current: DefaultStream::PerThread
@@ -1038,8 +1043,8 @@ fn runtime_loading() -> Outcome {
         "CUDA_HOSTCB_LIBCUDART",
         scratch().join("missing/libcudart.so.13"),
     );
-    assert_eq!(RT13_VERSION.address().unwrap(), version_fn);
-    assert_eq!(runtime_version(13).unwrap(), version);
+    check_eq!(RT13_VERSION.address().unwrap(), version_fn);
+    check_eq!(runtime_version(13).unwrap(), version);
     unset("CUDA_HOSTCB_LIBCUDART");
     done()
 }

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use crate::target::Ctk;
 
+pub(crate) use files::kind as file_kind;
 pub use files::sha256_file;
 pub use headers::local_headers;
 pub use libclang::{LIBCLANG_VERSION, local_libclang};
@@ -31,6 +32,18 @@ pub use wheel::{Fetch, Pip, unpack_wheel, verify_wheel};
 /// Prints one progress line of the inputs (a download, an unpack, a repaired cache) to stderr.
 pub(crate) fn report(line: &str) {
     eprintln!("{line}");
+}
+
+/// Where the inputs come from, loaded once by the caller and passed down: the lock, the cache
+/// folder, and the libclang to load (`LIBCLANG_PATH` as the caller read it, else the pinned one).
+#[derive(Clone, Debug)]
+pub struct InputConfig {
+    /// The pinned packages (`generator/inputs.lock`).
+    pub lock: Lock,
+    /// The cache of downloaded and unpacked inputs (`<cache>/wheels/`, `<cache>/unpacked/`).
+    pub cache: PathBuf,
+    /// A libclang that overrides the pinned one (the user's `LIBCLANG_PATH`), or `None`.
+    pub libclang_path: Option<PathBuf>,
 }
 
 /// Everything generation reads for one target.
@@ -44,15 +57,19 @@ pub struct Inputs {
 
 impl Inputs {
     /// Gathers the inputs for `ctk`: the headers of the toolkit at `cuda_home` when given, else the
-    /// pinned header packages, and the pinned libclang (or `LIBCLANG_PATH`, see [`libclang`]).
-    pub fn gather(ctk: Ctk, cache: &Path, cuda_home: Option<&Path>) -> Result<Self, InputError> {
+    /// pinned header packages, and the pinned libclang (or the override, see [`libclang`]).
+    pub fn gather(
+        config: &InputConfig,
+        ctk: Ctk,
+        cuda_home: Option<&Path>,
+    ) -> Result<Self, InputError> {
         let headers = match cuda_home {
             Some(dir) => local_headers(ctk, dir)?,
-            None => pinned_headers(ctk, cache)?,
+            None => pinned_headers(config, ctk)?,
         };
         Ok(Inputs {
             headers,
-            libclang: libclang(cache)?,
+            libclang: libclang(config)?,
         })
     }
 
@@ -87,8 +104,8 @@ pub struct Headers {
 /// The libclang that bindgen loads, and what clang needs besides it.
 #[derive(Clone, Debug)]
 pub struct Libclang {
-    /// The folder to put in `LIBCLANG_PATH` (or the path `LIBCLANG_PATH` already held).
-    pub dir: PathBuf,
+    /// The library file itself, which [`Libclang::activate`] loads.
+    pub library: PathBuf,
     /// The libclang version: [`LIBCLANG_VERSION`] for the pinned one, `"unknown"` for an override.
     pub version: String,
     /// Extra clang arguments: `-isystem <gcc's include folder>`, since the pinned libclang ships no
@@ -436,9 +453,9 @@ impl Fetcher {
         Fetcher { lock, fetch }
     }
 
-    /// The committed lock, `generator/inputs.lock`, and [`Pip`].
-    pub fn committed() -> Result<Self, InputError> {
-        Ok(Fetcher::new(Lock::committed()?, Box::new(Pip::default())))
+    /// The lock of `config` and [`Pip`].
+    pub fn pinned(config: &InputConfig) -> Self {
+        Fetcher::new(config.lock.clone(), Box::new(Pip::default()))
     }
 
     /// The pinned headers of `ctk`, fetched into and unpacked under `cache`, and checked.
@@ -480,7 +497,7 @@ impl Fetcher {
             ..source
         };
         Ok(Libclang {
-            dir: root.join(pin.dir),
+            library: root.join(pin.keep),
             version: LIBCLANG_VERSION.to_owned(),
             clang_args: libclang::gcc_include_args()?,
             source,
@@ -564,37 +581,33 @@ impl Fetcher {
     }
 }
 
-/// The pinned headers of `ctk`: fetched with pip (or reused) under `cache`, checked against
-/// `generator/inputs.lock`, unpacked and verified.
-pub fn pinned_headers(ctk: Ctk, cache: &Path) -> Result<Headers, InputError> {
-    Fetcher::committed()?.headers(ctk, cache)
+/// The pinned headers of `ctk`: fetched with pip (or reused) under the cache of `config`, checked
+/// against its lock, unpacked and verified.
+pub fn pinned_headers(config: &InputConfig, ctk: Ctk) -> Result<Headers, InputError> {
+    Fetcher::pinned(config).headers(ctk, &config.cache)
 }
 
-/// The libclang for bindgen: `LIBCLANG_PATH` when set (with a warning, see [`local_libclang`]),
-/// else the pinned wheel fetched (or reused) under `cache`.
-pub fn libclang(cache: &Path) -> Result<Libclang, InputError> {
-    match user_libclang_path() {
-        Some(path) => local_libclang(Path::new(path)),
-        None => Fetcher::committed()?.libclang(cache),
+/// The libclang for bindgen: the override of `config` when it has one (with a warning, see
+/// [`local_libclang`]), else the pinned wheel fetched (or reused) under its cache.
+pub fn libclang(config: &InputConfig) -> Result<Libclang, InputError> {
+    match &config.libclang_path {
+        Some(path) => local_libclang(path),
+        None => Fetcher::pinned(config).libclang(&config.cache),
     }
-}
-
-/// The user's `LIBCLANG_PATH`, as it was the first time the generator looked. The generator
-/// itself sets `LIBCLANG_PATH` to the pinned libclang before running bindgen (clang-sys reads it
-/// there), so a later look at the live variable would mistake the pinned folder for an override.
-pub fn user_libclang_path() -> Option<&'static std::ffi::OsStr> {
-    static USER: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
-    USER.get_or_init(|| std::env::var_os("LIBCLANG_PATH").filter(|v| !v.is_empty()))
-        .as_deref()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The lock committed beside this crate.
+    fn committed_path() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("inputs.lock")
+    }
+
     #[test]
     fn every_lock_line_is_used_by_a_target_or_is_libclang() {
-        let lock = Lock::committed().unwrap();
+        let lock = Lock::load(&committed_path()).unwrap();
         let mut used = vec![LIBCLANG_SPEC.to_owned()];
         for ctk in lock.targets() {
             for pin in header_pins(&lock, ctk).unwrap() {
@@ -614,7 +627,7 @@ mod tests {
     #[test]
     fn the_committed_lock_renders_as_it_is_written() {
         // `cargo xtask pin` rewrites the lock with `render`: the committed file is in that form.
-        let path = Lock::committed_path().unwrap();
+        let path = committed_path();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(Lock::parse(&text).unwrap().render(), text);
     }

@@ -9,6 +9,7 @@
 
 pub mod allowlist;
 pub mod audit;
+pub mod config;
 pub mod diff;
 pub mod doc;
 pub mod emit;

@@ -1,94 +1,19 @@
-//! The whole pipeline for one target, in memory: inputs → reader → model → writer → sealed files.
-//! Nothing is written to the output tree here; [`crate::emit::write_tree`] does that once every
-//! requested target has been generated.
+//! The whole pipeline, in memory: inputs → reader → model → writer → sealed files, for one target
+//! ([`generate`]) and for the whole generated crate ([`generate_crate`]: every file regen writes
+//! and check compares). Nothing is written here; [`crate::emit::ensure_tree`] writes or checks
+//! the output.
 
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use crate::Ctk;
-use crate::allowlist::{AllowList, AllowListError};
 use crate::audit;
+use crate::config::Config;
 use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
 use crate::model::{ApiModel, Model};
 use crate::reader::{self, HeaderSet, ReadError};
-use crate::target::{TargetList, TargetListError};
-use crate::writer::{self, TemplateError, Templates};
-
-/// Where the pipeline reads its checked-in configuration (the workspace root).
-#[derive(Clone, Debug)]
-pub struct Workspace {
-    /// The workspace root.
-    pub root: PathBuf,
-}
-
-/// No checkout of this workspace around the running command.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "cannot find the workspace to act on: no folder above {searched} holds Cargo.toml and generator/allowlist/; run cargo xtask inside a checkout of cuda-hostcb"
-)]
-pub struct NoWorkspace {
-    /// Where the search started.
-    pub searched: String,
-}
-
-impl Workspace {
-    /// The checkout the running command belongs to, found at run time.
-    ///
-    /// Looked up from `$CARGO_MANIFEST_DIR` as cargo sets it when it runs a program (`cargo
-    /// xtask`, `cargo test`), else from the current directory: the nearest folder above that holds
-    /// `Cargo.toml` and `generator/allowlist/`. Never the folder the generator was compiled in:
-    /// two checkouts that share one `CARGO_TARGET_DIR` can run the same binary, built in the
-    /// other checkout.
-    pub fn locate() -> Result<Self, NoWorkspace> {
-        let start = match std::env::var_os("CARGO_MANIFEST_DIR") {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => std::env::current_dir().unwrap_or_default(),
-        };
-        Self::above(&start).ok_or_else(|| NoWorkspace {
-            searched: start.display().to_string(),
-        })
-    }
-
-    /// The nearest folder at or above `start` that is a checkout of this workspace.
-    pub fn above(start: &Path) -> Option<Self> {
-        start
-            .ancestors()
-            .find(|dir| {
-                dir.join("Cargo.toml").is_file() && dir.join("generator/allowlist").is_dir()
-            })
-            .map(|root| Workspace {
-                root: root.to_path_buf(),
-            })
-    }
-
-    /// The committed list of the targets `generated/` holds (`generator/targets.txt`).
-    pub fn targets(&self) -> Result<Vec<Ctk>, TargetListError> {
-        TargetList::load(&self.root.join("generator/targets.txt")).map(|l| l.targets)
-    }
-
-    /// The generated crate (`generated/`).
-    pub fn generated(&self) -> PathBuf {
-        self.root.join("generated")
-    }
-
-    /// The cache of downloaded and unpacked inputs: `$HOSTCB_INPUTS_CACHE` when set, else
-    /// `target/hostcb-inputs/`. Everything in it is hash-checked on use.
-    pub fn cache(&self) -> PathBuf {
-        match std::env::var_os("HOSTCB_INPUTS_CACHE") {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => self.root.join("target/hostcb-inputs"),
-        }
-    }
-
-    fn templates(&self) -> PathBuf {
-        self.root.join("templates")
-    }
-
-    fn allowlist(&self, api: &str) -> PathBuf {
-        self.root.join(format!("generator/allowlist/{api}.txt"))
-    }
-}
+use crate::writer::{self, Templates};
 
 /// Anything that stops generation; each message is one line that says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -96,15 +21,19 @@ pub enum GenerateError {
     /// Fetching or checking the inputs failed.
     #[error(transparent)]
     Input(#[from] InputError),
-    /// An allow-list is unreadable.
-    #[error(transparent)]
-    AllowList(#[from] AllowListError),
     /// bindgen or the model failed.
     #[error(transparent)]
     Read(#[from] ReadError),
-    /// A template is broken.
-    #[error(transparent)]
-    Template(#[from] TemplateError),
+    /// A placeholder of a template reached the output unfilled (a misspelt placeholder).
+    #[error(
+        "{path}: the template placeholder(s) {names} were left unfilled; the generator fills only the placeholders templates/*.rs lists, so fix their spelling there (nothing was written)"
+    )]
+    Placeholder {
+        /// The file, relative to the generated crate.
+        path: PathBuf,
+        /// Every unfilled placeholder, joined with `, `.
+        names: String,
+    },
     /// A host-function wrapper does more than forward its arguments (a template or writer bug).
     #[error(
         "the {api} wrappers of CTK {ctk} fail the no-trampoline audit: {violations}; fix templates/{api}_function.rs or the writer (nothing was written)"
@@ -143,48 +72,50 @@ pub struct Options {
 }
 
 /// Fetches the inputs of `ctk` and generates its files in memory.
-pub fn generate(ws: &Workspace, ctk: Ctk, opts: &Options) -> Result<Generated, GenerateError> {
-    let inputs = Inputs::gather(ctk, &ws.cache(), opts.cuda_home.as_deref())?;
-    generate_from(ws, &inputs)
+pub fn generate(config: &Config, ctk: Ctk, opts: &Options) -> Result<Generated, GenerateError> {
+    let inputs = Inputs::gather(&config.inputs, ctk, opts.cuda_home.as_deref())?;
+    generate_from(config, &inputs)
 }
 
 /// Fetches the inputs of `ctk` (any target the lock pins, listed in `generator/targets.txt` or
 /// not) and reads its headers into a model, writing nothing: what `cargo xtask diff` compares,
 /// and what the compatibility table needs of targets a regen does not write.
-pub fn read_model(ws: &Workspace, ctk: Ctk, opts: &Options) -> Result<Model, GenerateError> {
-    let inputs = Inputs::gather(ctk, &ws.cache(), opts.cuda_home.as_deref())?;
-    model_from(ws, &inputs)
+pub fn read_model(config: &Config, ctk: Ctk, opts: &Options) -> Result<Model, GenerateError> {
+    let inputs = Inputs::gather(&config.inputs, ctk, opts.cuda_home.as_deref())?;
+    model_from(config, &inputs)
 }
 
 /// Reads one target's headers, from inputs already gathered, into its model.
-fn model_from(ws: &Workspace, inputs: &Inputs) -> Result<Model, GenerateError> {
-    use_libclang(&inputs.libclang.dir);
+fn model_from(config: &Config, inputs: &Inputs) -> Result<Model, GenerateError> {
+    inputs.libclang.activate()?;
     let headers = HeaderSet {
         ctk: inputs.headers.ctk,
         include_dirs: inputs.headers.include_dirs.clone(),
         clang_args: inputs.libclang.clang_args.clone(),
     };
-    let driver_list = AllowList::load(&ws.allowlist("driver"))?;
-    let runtime_list = AllowList::load(&ws.allowlist("runtime"))?;
-    Ok(reader::read(&headers, &driver_list, &runtime_list)?)
+    Ok(reader::read(
+        &headers,
+        &config.driver_list,
+        &config.runtime_list,
+    )?)
 }
 
 /// Generates one target's files from inputs already gathered.
-pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, GenerateError> {
+pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, GenerateError> {
     let ctk = inputs.headers.ctk;
-    let model = model_from(ws, inputs)?;
-    let templates = Templates::load(&ws.templates())?;
-    let driver = emit::rust_file(
+    let model = model_from(config, inputs)?;
+    let templates = &config.templates;
+    let driver = rust_file(
         ctk,
         "driver.rs",
-        &write_audited(&model, &model.driver, &templates)?,
+        &write_audited(&model, &model.driver, templates)?,
     )?;
-    let runtime = emit::rust_file(
+    let runtime = rust_file(
         ctk,
         "runtime.rs",
-        &write_audited(&model, &model.runtime, &templates)?,
+        &write_audited(&model, &model.runtime, templates)?,
     )?;
-    let module = emit::rust_file(ctk, "mod.rs", &writer::write_target_mod(&model))?;
+    let module = rust_file(ctk, "mod.rs", &writer::write_target_mod(&model))?;
     let provenance =
         emit::provenance_file(ctk, &inputs.provenance(), &[&module, &driver, &runtime])?;
     Ok(Generated {
@@ -195,16 +126,141 @@ pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, Gener
     })
 }
 
-/// The files of the generated crate that depend on the target list rather than on one target:
-/// the sealed `src/bindings/mod.rs` (with the compatibility table of every target) and the
-/// generated features of the `Cargo.toml` under `root`. `models` holds one model per listed
-/// target, oldest first.
-pub fn crate_files(root: &Path, models: &[&Model]) -> Result<Vec<GeneratedFile>, GenerateError> {
-    let targets: Vec<Ctk> = models.iter().map(|m| m.ctk).collect();
-    Ok(vec![
-        emit::bindings_mod(&writer::write_bindings_mod(models))?,
-        emit::manifest(root, &targets)?,
-    ])
+/// One target's Rust file, refused while it holds an unfilled placeholder.
+fn rust_file(ctk: Ctk, name: &str, file: &syn::File) -> Result<GeneratedFile, GenerateError> {
+    unfilled(&emit::target_dir(ctk).join(name), file)?;
+    Ok(emit::rust_file(ctk, name, file)?)
+}
+
+/// Every file of the generated crate at `config.out`, in memory.
+#[derive(Debug)]
+pub struct CrateOutput {
+    /// The targets whose files were generated, each with its model and warnings.
+    pub generated: Vec<Generated>,
+    /// Every file: the generated targets' files, then those that depend on the whole target list
+    /// (the sealed `src/bindings/mod.rs` and the generated features of `Cargo.toml`).
+    pub files: Vec<GeneratedFile>,
+    /// Whether every listed target was generated: only then does the output know every file the
+    /// list produces, and may a write delete the sealed files of targets no longer listed.
+    pub complete: bool,
+}
+
+/// Generates every file of the generated crate for `ctks` (targets of `config.targets`): each
+/// target's sealed files, and the files that depend on the whole list: `src/bindings/mod.rs`
+/// (the module list, `for_each_target!`, `newest_target!`, the compatibility table, which needs
+/// the model of every listed target: those not in `ctks` are read from their pinned headers,
+/// nothing of theirs is produced) and the generated features of `Cargo.toml`. `done` is told of
+/// each generated target and how long it took. What regen writes and check compares.
+pub fn generate_crate(
+    config: &Config,
+    ctks: &[Ctk],
+    opts: &Options,
+    mut done: impl FnMut(&Generated, Duration),
+) -> Result<CrateOutput, GenerateError> {
+    let mut generated = Vec::new();
+    for &ctk in ctks {
+        let started = Instant::now();
+        let one = generate(config, ctk, opts)?;
+        done(&one, started.elapsed());
+        generated.push(one);
+    }
+    let mut others = Vec::new();
+    for &ctk in &config.targets {
+        if !ctks.contains(&ctk) {
+            others.push(read_model(config, ctk, &Options::default())?);
+        }
+    }
+    let models: Vec<&Model> = config
+        .targets
+        .iter()
+        .filter_map(|ctk| {
+            generated
+                .iter()
+                .map(|g| &g.model)
+                .chain(&others)
+                .find(|m| m.ctk == *ctk)
+        })
+        .collect();
+    let mut module_list = writer::write_bindings_mod(&models);
+    if let Some(newest) = config.targets.last() {
+        module_list.items.push(newest_target_macro(*newest));
+    }
+    unfilled(std::path::Path::new(emit::BINDINGS_MOD), &module_list)?;
+    let mut files: Vec<GeneratedFile> = generated.iter().flat_map(|g| g.files.clone()).collect();
+    files.push(emit::bindings_mod(&module_list)?);
+    files.push(emit::manifest(&config.out, &config.targets)?);
+    Ok(CrateOutput {
+        complete: config.targets.iter().all(|c| ctks.contains(c)),
+        generated,
+        files,
+    })
+}
+
+/// `newest_target!`: `for_each_target!` for the newest listed target alone, so that hand-written
+/// code that needs one target (the examples, the GPU probe) names none.
+fn newest_target_macro(newest: Ctk) -> syn::Item {
+    let part = quote::format_ident!("__hostcb_target_{}", newest.module());
+    let doc = format!(
+        " Calls `$callback!` as [`for_each_target!`](crate::for_each_target) does, for the newest \
+         target of `generator/targets.txt` alone (now {newest}, cargo feature `{}`, which the \
+         feature `newest-target` enables), and only when its feature is enabled: for code that \
+         needs one target and should not name it.",
+        newest.feature()
+    );
+    syn::parse_quote! {
+        #[doc = #doc]
+        #[macro_export]
+        macro_rules! newest_target {
+            ($callback:ident) => {
+                $crate::#part!($callback);
+            };
+        }
+    }
+}
+
+/// Fails on any identifier or literal of `file` (macro bodies and doc attributes included) that
+/// is still spelled like a template placeholder, `__LIKE_THIS__`: a misspelt placeholder (`__bsae__`)
+/// that the writer did not fill, which would otherwise compile into the output.
+fn unfilled(path: &std::path::Path, file: &syn::File) -> Result<(), GenerateError> {
+    use proc_macro2::{TokenStream, TokenTree};
+    fn placeholder(text: &str) -> bool {
+        text.len() > 4
+            && text.starts_with("__")
+            && text.ends_with("__")
+            && text[2..text.len() - 2]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    }
+    fn walk(tokens: TokenStream, found: &mut Vec<String>) {
+        for token in tokens {
+            match token {
+                TokenTree::Group(g) => walk(g.stream(), found),
+                TokenTree::Ident(i) if placeholder(&i.to_string()) => found.push(i.to_string()),
+                TokenTree::Literal(l) => {
+                    // The text between the quotes of a string, byte string or C string.
+                    let text = l.to_string();
+                    if let (Some(a), Some(b)) = (text.find('"'), text.rfind('"'))
+                        && a < b
+                        && placeholder(&text[a + 1..b])
+                    {
+                        found.push(text);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(quote::ToTokens::to_token_stream(file), &mut found);
+    found.sort();
+    found.dedup();
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(GenerateError::Placeholder {
+        path: path.to_path_buf(),
+        names: found.join(", "),
+    })
 }
 
 /// Writes one API's file and runs the no-trampoline audit over it, before anything is sealed,
@@ -228,19 +284,4 @@ fn write_audited(
             .collect::<Vec<_>>()
             .join("; "),
     })
-}
-
-/// Points bindgen (through clang-sys, which reads `LIBCLANG_PATH` when it loads libclang) at the
-/// pinned libclang. The process environment is global: the lock keeps two generations in one
-/// process (tests) from racing, and the value only ever changes to the same pinned folder.
-fn use_libclang(dir: &Path) {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _guard = LOCK.lock();
-    // Remember the user's own value before replacing it.
-    let _ = crate::inputs::user_libclang_path();
-    if std::env::var_os("LIBCLANG_PATH").as_deref() != Some(dir.as_os_str()) {
-        // SAFETY: set before bindgen loads libclang; the generator's own threads do not read the
-        // environment concurrently, and the lock serialises the generator's callers.
-        unsafe { std::env::set_var("LIBCLANG_PATH", dir) };
-    }
 }

@@ -12,10 +12,28 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use hostcb_generator::Ctk;
+use hostcb_generator::config::{Config, Environment};
 use hostcb_generator::inputs::Inputs;
 use hostcb_generator::model::{Function, PerThreadVariant};
-use hostcb_generator::pipeline::{self, Workspace};
+use hostcb_generator::pipeline;
+use hostcb_generator::writer::Templates;
 use regex::Regex;
+
+/// This checkout's configuration, with the environment's input cache and libclang choice.
+fn config() -> Config {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    Config::load(root, &Environment::of_process()).expect("the configuration")
+}
+
+/// `cudaTypedefs.h` of a target's pinned headers, its text, and the generated model's driver
+/// functions.
+fn typedefs_and_model(config: &Config, ctk: Ctk) -> (std::path::PathBuf, String, Vec<Function>) {
+    let inputs = Inputs::gather(&config.inputs, ctk, None).expect("the pinned inputs");
+    let header = inputs.headers.include_dirs[0].join("cudaTypedefs.h");
+    let text = std::fs::read_to_string(&header).unwrap();
+    let generated = pipeline::generate_from(config, &inputs).expect("generate");
+    (header, text, generated.model.driver.functions)
+}
 
 /// One `PFN_` typedef: its version, per-thread suffix (`""`, `_ptsz`, `_ptds`), and arity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,16 +109,13 @@ fn expected_per_thread(
 
 #[test]
 fn every_driver_wrapper_has_the_legacy_and_per_thread_versions_of_cuda_typedefs_h() {
-    let ws = Workspace::locate().expect("the workspace");
-    for ctk in Workspace::locate().unwrap().targets().unwrap() {
-        let inputs = Inputs::gather(ctk, &ws.cache(), None).expect("the pinned inputs");
-        let header = inputs.headers.include_dirs[0].join("cudaTypedefs.h");
-        let text = std::fs::read_to_string(&header).unwrap();
+    let config = config();
+    for &ctk in &config.targets {
+        let (header, text, functions) = typedefs_and_model(&config, ctk);
         let all = typedefs(&text);
-        let generated = pipeline::generate_from(&ws, &inputs).expect("generate");
         let mut with_variant = 0;
         let mut mismatches = Vec::new();
-        for f in &generated.model.driver.functions {
+        for f in &functions {
             let expected = expected_per_thread(f, &all);
             with_variant += usize::from(expected.is_some());
             if f.per_thread != expected {
@@ -121,19 +136,17 @@ fn every_driver_wrapper_has_the_legacy_and_per_thread_versions_of_cuda_typedefs_
             with_variant >= 20,
             "CTK {ctk}: {with_variant} per-thread variants"
         );
-        check_spelled_pairs(ctk, &header, &text, &generated.model.driver.functions);
     }
 }
 
-/// On 12.9, the header's own spelled-out pairs agree with the model wherever they name a
-/// declaration's current base and legacy version.
-fn check_spelled_pairs(ctk: Ctk, header: &Path, text: &str, functions: &[Function]) {
-    let pairs = spelled_pairs(text);
-    if ctk != Ctk::V12_9 {
-        return;
-    }
+/// 12.9's header spells its pairs out (pinned, so checked whether or not 12.9 is listed): they
+/// agree with the model wherever they name a declaration's current base and legacy version.
+#[test]
+fn the_pairs_12_9_spells_out_agree_with_the_model() {
+    let (header, text, functions) = typedefs_and_model(&config(), Ctk::V12_9);
+    let pairs = spelled_pairs(&text);
     let mut compared = 0;
-    for f in functions {
+    for f in &functions {
         let Some((legacy, per_thread, suffix)) = pairs.get(&f.base) else {
             continue;
         };
@@ -160,8 +173,8 @@ fn check_spelled_pairs(ctk: Ctk, header: &Path, text: &str, functions: &[Functio
 
 #[test]
 fn the_functions_whose_per_thread_version_is_newer_carry_it() {
-    let ws = Workspace::locate().expect("the workspace");
-    let generated = pipeline::generate(&ws, Ctk::V13_0, &Default::default()).expect("generate");
+    let generated =
+        pipeline::generate(&config(), Ctk::V13_0, &Default::default()).expect("generate");
     let find = |name: &str| {
         generated
             .model
@@ -206,8 +219,8 @@ fn an_unsuffixed_declaration_beside_its_suffixed_twin_is_the_oldest_abi() {
     // 12.9's cuda.h declares both cuEventElapsedTime and cuEventElapsedTime_v2 with one
     // signature; PFN_cuEventElapsedTime_v2000 and _v12080 match both. A C program calling
     // cuEventElapsedTime links the export of that name, the 2000 ABI.
-    let ws = Workspace::locate().expect("the workspace");
-    let generated = pipeline::generate(&ws, Ctk::V12_9, &Default::default()).expect("generate");
+    let generated =
+        pipeline::generate(&config(), Ctk::V12_9, &Default::default()).expect("generate");
     let version = |name: &str| {
         generated
             .model
@@ -221,28 +234,25 @@ fn an_unsuffixed_declaration_beside_its_suffixed_twin_is_the_oldest_abi() {
     assert_eq!(version("cuEventElapsedTime_v2"), Some(12080));
 }
 
-/// A copy of the workspace's checked-in configuration (allow-lists and templates) in a temporary
-/// folder, for generating with an edited template.
-fn workspace_copy(edit: impl Fn(&str, String) -> String) -> (tempfile::TempDir, Workspace) {
-    let ws = Workspace::locate().expect("the workspace");
+/// This checkout's configuration with its templates read from a copy, each edited by `edit`.
+fn with_templates(edit: impl Fn(&str, String) -> String) -> Config {
+    let config = config();
     let dir = tempfile::tempdir().unwrap();
-    for sub in ["generator/allowlist", "templates"] {
-        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
-        for entry in std::fs::read_dir(ws.root.join(sub)).unwrap() {
-            let entry = entry.unwrap();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let text = std::fs::read_to_string(entry.path()).unwrap();
-            std::fs::write(dir.path().join(sub).join(&name), edit(&name, text)).unwrap();
-        }
+    for entry in std::fs::read_dir(config.root.join("templates")).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        std::fs::write(dir.path().join(&name), edit(&name, text)).unwrap();
     }
-    std::fs::write(dir.path().join("Cargo.toml"), "").unwrap();
-    let copy = Workspace::above(dir.path()).expect("the copy is a workspace");
-    (dir, copy)
+    Config {
+        templates: Templates::load(dir.path()).expect("the edited templates"),
+        ..config
+    }
 }
 
 #[test]
 fn the_audit_stops_a_template_that_shadows_the_host_function() {
-    let (_dir, copy) = workspace_copy(|name, text| {
+    let copy = with_templates(|name, text| {
         if name != "driver_function.rs" {
             return text;
         }
@@ -255,8 +265,7 @@ fn the_audit_stops_a_template_that_shadows_the_host_function() {
         assert_ne!(edited, text, "the template has the forwarding line");
         edited
     });
-    let ws = Workspace::locate().expect("the workspace");
-    let inputs = Inputs::gather(Ctk::V13_0, &ws.cache(), None).expect("the pinned inputs");
+    let inputs = Inputs::gather(&copy.inputs, Ctk::V13_0, None).expect("the pinned inputs");
     let err = pipeline::generate_from(&copy, &inputs)
         .expect_err("a wrapper that rebinds its parameters must not be generated");
     let text = err.to_string();
@@ -265,5 +274,29 @@ fn the_audit_stops_a_template_that_shadows_the_host_function() {
             && text.contains("cuLaunchHostFunc: binds `fn_ : CUhostFn` with `let`")
             && !text.contains('\n'),
         "{text}"
+    );
+}
+
+/// A placeholder misspelt in a template is not filled, and must stop generation rather than
+/// reach the output (`c"__bsae__"` compiles, and would ask the driver for no function at all).
+#[test]
+fn an_unfilled_template_placeholder_stops_generation() {
+    let copy = with_templates(|name, text| {
+        if name != "driver_function.rs" {
+            return text;
+        }
+        let edited = text.replacen("c\"__base__\"", "c\"__bsae__\"", 1);
+        assert_ne!(edited, text, "the template names __base__");
+        edited
+    });
+    let Err(err) = pipeline::generate(&copy, Ctk::V13_0, &Default::default()) else {
+        panic!("an unfilled placeholder was generated");
+    };
+    let text = err.to_string();
+    assert_eq!(
+        text,
+        "src/bindings/ctk_13_0/driver.rs: the template placeholder(s) c\"__bsae__\" were left unfilled; \
+         the generator fills only the placeholders templates/*.rs lists, so fix their spelling \
+         there (nothing was written)"
     );
 }

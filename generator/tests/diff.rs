@@ -2,12 +2,16 @@
 //! themselves show, each checked as the line `cargo xtask diff 12.9 13.5` prints.
 
 use hostcb_generator::Ctk;
+use hostcb_generator::config::{Config, Environment};
 use hostcb_generator::diff::{self, Change, Section};
 use hostcb_generator::model::Api;
-use hostcb_generator::pipeline::{self, Options, Workspace};
+use hostcb_generator::pipeline::{self, Options};
 
 fn model(ctk: Ctk) -> hostcb_generator::model::Model {
-    let ws = Workspace::locate().expect("the workspace");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let ws = Config::load(root, &Environment::of_process()).expect("the configuration");
     pipeline::read_model(&ws, ctk, &Options::default()).expect("read the model")
 }
 

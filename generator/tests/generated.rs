@@ -2,18 +2,24 @@
 //! PyPI into the input cache on first use): the ABI versions the model picks, the no-trampoline
 //! audit over every committed wrapper, stale output (`cargo xtask check`), and determinism.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use hostcb_generator::Ctk;
 use hostcb_generator::audit;
-use hostcb_generator::emit;
+use hostcb_generator::config::{Config, Environment};
+use hostcb_generator::emit::{self, Mode};
 use hostcb_generator::model::PerThreadVariant;
-use hostcb_generator::pipeline::{self, Options, Workspace};
+use hostcb_generator::pipeline::{self, Options};
+
+/// This checkout's configuration, with the environment's input cache and libclang choice.
+fn config() -> Config {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    Config::load(root, &Environment::of_process()).expect("the configuration")
+}
 
 fn committed(ctk: Ctk, api: &str) -> (PathBuf, syn::File) {
-    let path = Workspace::locate()
-        .expect("the workspace")
-        .generated()
+    let path = config()
+        .out
         .join(emit::target_dir(ctk))
         .join(format!("{api}.rs"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -23,7 +29,8 @@ fn committed(ctk: Ctk, api: &str) -> (PathBuf, syn::File) {
 #[test]
 fn every_committed_host_function_wrapper_forwards_its_arguments_unchanged() {
     let mut audited = Vec::new();
-    for ctk in Workspace::locate().unwrap().targets().unwrap() {
+    let listed = config().targets;
+    for &ctk in &listed {
         for api in ["driver", "runtime"] {
             let (path, file) = committed(ctk, api);
             let violations = audit::forwarding_violations(&file);
@@ -35,8 +42,16 @@ fn every_committed_host_function_wrapper_forwards_its_arguments_unchanged() {
             );
         }
     }
-    // The audit must have seen the wrappers that matter, or it proves nothing.
-    for must in [
+    // The audit must have seen the wrappers that matter, or it proves nothing: every listed
+    // target's host-function wrappers, and those named here of the targets listed.
+    for ctk in &listed {
+        let seen = audited
+            .iter()
+            .filter(|a| a.starts_with(&format!("{ctk}/")))
+            .count();
+        assert!(seen >= 10, "CTK {ctk}: only {seen} wrappers audited");
+    }
+    let must = [
         "12.9/driver/cuLaunchHostFunc",
         "12.9/runtime/cudaLaunchHostFunc",
         "13.0/driver/cuStreamAddCallback",
@@ -46,7 +61,11 @@ fn every_committed_host_function_wrapper_forwards_its_arguments_unchanged() {
         "13.0/runtime/cudaGraphHostNodeSetParams",
         "13.5/driver/cuLaunchHostFunc_v2",
         "13.5/runtime/cudaLaunchHostFunc_v2",
-    ] {
+    ];
+    let must = must
+        .iter()
+        .filter(|m| listed.iter().any(|c| m.starts_with(&format!("{c}/"))));
+    for must in must {
         assert!(
             audited.iter().any(|a| a == must),
             "{must} was not audited: {audited:?}"
@@ -56,9 +75,8 @@ fn every_committed_host_function_wrapper_forwards_its_arguments_unchanged() {
 
 #[test]
 fn the_13_5_model_gives_each_declaration_its_own_abi_version() {
-    let ws = Workspace::locate().expect("the workspace");
     let generated =
-        pipeline::generate(&ws, Ctk::V13_5, &Options::default()).expect("generate 13.5");
+        pipeline::generate(&config(), Ctk::V13_5, &Options::default()).expect("generate 13.5");
     let find = |name: &str| {
         generated
             .model
@@ -112,49 +130,43 @@ fn the_13_5_model_gives_each_declaration_its_own_abi_version() {
     );
 }
 
-/// What `cargo xtask check` does: regenerate every target in memory and compare byte for byte.
+/// What `cargo xtask check` does, through the same two functions: every file of the crate
+/// generated in memory and compared with the committed tree.
 #[test]
 fn committed_output_is_not_stale() {
-    let ws = Workspace::locate().expect("the workspace");
-    let mut stale = Vec::new();
-    let mut models = Vec::new();
-    for ctk in Workspace::locate().unwrap().targets().unwrap() {
-        let generated = pipeline::generate(&ws, ctk, &Options::default()).expect("generate");
-        for d in emit::diff_tree(&ws.generated(), &generated.files, 20) {
-            stale.push(format!(
-                "{}:\n{}\nrun: cargo xtask regen --ctk {ctk}",
-                d.path.display(),
-                d.diff
-            ));
-        }
-        models.push(generated.model);
-    }
-    let models: Vec<_> = models.iter().collect();
-    let crate_files = pipeline::crate_files(&ws.generated(), &models).unwrap();
-    for d in emit::diff_tree(&ws.generated(), &crate_files, 20) {
-        stale.push(format!(
-            "{}:\n{}\nrun: cargo xtask regen --ctk all",
-            d.path.display(),
-            d.diff
-        ));
-    }
-    assert!(stale.is_empty(), "{}", stale.join("\n"));
+    let config = config();
+    let output = pipeline::generate_crate(&config, &config.targets, &Options::default(), |_, _| {})
+        .expect("generate");
+    assert!(output.complete);
+    let report = emit::ensure_tree(&config.out, &output.files, true, Mode::Check).unwrap();
+    let stale: Vec<String> = report
+        .differences
+        .iter()
+        .map(|d| format!("{}:\n{}", d.path.display(), d.diff))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "{}\nrun: cargo xtask regen --ctk all",
+        stale.join("\n")
+    );
+    assert!(report.kept.is_empty(), "{:?}", report.kept);
+    assert_eq!(report.unchanged.len(), output.files.len());
 }
 
-/// Several targets in one process (as `regen --ctk all` runs them): the generator points
-/// `LIBCLANG_PATH` at the pinned libclang for bindgen, and a later target must not mistake that
-/// for the user's override (which would write a machine-specific path into the provenance).
+/// Several targets in one process (as `regen --ctk all` runs them) record the pinned libclang
+/// whatever the process environment says: the configuration alone chooses it.
 #[test]
 fn later_targets_in_one_process_still_record_the_pinned_libclang() {
-    if hostcb_generator::inputs::user_libclang_path().is_some() {
-        eprintln!("SKIP: LIBCLANG_PATH is set by the user, so an override is expected");
-        return;
-    }
-    let ws = Workspace::locate().expect("the workspace");
+    let mut config = config();
+    config.inputs.libclang_path = None;
     for ctk in [Ctk::V13_0, Ctk::V13_5] {
-        let generated = pipeline::generate(&ws, ctk, &Options::default()).expect("generate");
+        let generated = pipeline::generate(&config, ctk, &Options::default()).expect("generate");
         let provenance = &generated.files.last().expect("provenance").contents;
         assert!(!provenance.contains("override"), "{ctk}: {provenance}");
+        assert!(
+            provenance.contains("libclang-18.1.1"),
+            "{ctk}: {provenance}"
+        );
         assert!(
             generated.warnings.is_empty(),
             "{ctk}: {:?}",
@@ -165,14 +177,14 @@ fn later_targets_in_one_process_still_record_the_pinned_libclang() {
 
 #[test]
 fn generation_is_deterministic_and_a_second_write_changes_nothing() {
-    let ws = Workspace::locate().expect("the workspace");
-    let first = pipeline::generate(&ws, Ctk::V12_9, &Options::default()).expect("generate");
-    let second = pipeline::generate(&ws, Ctk::V12_9, &Options::default()).expect("generate");
+    let config = config();
+    let first = pipeline::generate(&config, Ctk::V12_9, &Options::default()).expect("generate");
+    let second = pipeline::generate(&config, Ctk::V12_9, &Options::default()).expect("generate");
     assert_eq!(first.files, second.files);
     let out = tempfile::tempdir().unwrap();
-    let written = emit::write_tree(out.path(), &first.files, &[]).unwrap();
+    let written = emit::ensure_tree(out.path(), &first.files, false, Mode::Write).unwrap();
     assert_eq!(written.written.len(), first.files.len());
-    let again = emit::write_tree(out.path(), &second.files, &[]).unwrap();
+    let again = emit::ensure_tree(out.path(), &second.files, false, Mode::Write).unwrap();
     assert!(again.written.is_empty(), "{:?}", again.written);
     assert_eq!(again.unchanged.len(), first.files.len());
 }
@@ -182,12 +194,12 @@ fn generation_is_deterministic_and_a_second_write_changes_nothing() {
 #[test]
 fn every_allow_listed_function_is_emitted_by_some_target() {
     use hostcb_generator::allowlist::AllowList;
-    let ws = Workspace::locate().expect("the workspace");
+    let config = config();
     for api in ["driver", "runtime"] {
         let list =
-            AllowList::load(&ws.root.join(format!("generator/allowlist/{api}.txt"))).unwrap();
+            AllowList::load(&config.root.join(format!("generator/allowlist/{api}.txt"))).unwrap();
         let mut names = Vec::new();
-        for ctk in Workspace::locate().unwrap().targets().unwrap() {
+        for &ctk in &config.targets {
             let (_, file) = committed(ctk, api);
             for item in &file.items {
                 match item {
@@ -294,7 +306,7 @@ fn no_raw_doxygen_survives_in_committed_docs() {
     let command = regex::Regex::new(r"\\[A-Za-z]").unwrap();
     let mut raw = Vec::new();
     let mut seen = 0;
-    for ctk in Workspace::locate().unwrap().targets().unwrap() {
+    for ctk in config().targets {
         for api in ["driver", "runtime"] {
             let (path, file) = committed(ctk, api);
             for doc in doc_comments(&file) {

@@ -289,7 +289,7 @@ fn pinned_headers_of_another_version_are_rejected() {
 #[test]
 fn offline_without_a_cache_is_a_download_error() {
     let tmp = tempfile::tempdir().unwrap();
-    let fetcher = Fetcher::new(Lock::committed().unwrap(), Box::new(Offline));
+    let fetcher = Fetcher::new(committed_lock(), Box::new(Offline));
     let msg = fetcher
         .headers(Ctk::V13_0, tmp.path())
         .unwrap_err()
@@ -379,8 +379,8 @@ fn libclang_override_warns_and_records_the_library() {
     let tmp = tempfile::tempdir().unwrap();
     fs::write(tmp.path().join("libclang.so"), ELF64).unwrap();
     let lib = inputs::local_libclang(tmp.path()).unwrap();
-    assert_eq!(lib.dir, tmp.path());
     let so = tmp.path().join("libclang.so");
+    assert_eq!(lib.library, so);
     assert_eq!(lib.source.file, format!("override: {}", so.display()));
     assert_eq!(lib.source.sha256, sha256_file(&so).unwrap());
     let warning = lib.warning.unwrap();
@@ -437,7 +437,7 @@ fn no_libclang_when_pip_cannot_run() {
         python: tmp.path().join("no-python").into(),
         ..Pip::default()
     };
-    let fetcher = Fetcher::new(Lock::committed().unwrap(), Box::new(pip));
+    let fetcher = Fetcher::new(committed_lock(), Box::new(pip));
     let msg = fetcher.libclang(tmp.path()).unwrap_err().to_string();
     assert!(msg.starts_with("no libclang obtainable: "), "{msg}");
     assert!(msg.contains("could not run"), "{msg}");
@@ -449,12 +449,17 @@ fn no_libclang_when_pip_cannot_run() {
 #[test]
 fn real_fetch_of_the_13_0_packages() {
     let tmp = tempfile::tempdir().unwrap();
-    let headers = inputs::pinned_headers(Ctk::V13_0, tmp.path()).unwrap();
+    let config = inputs::InputConfig {
+        lock: committed_lock(),
+        cache: tmp.path().to_path_buf(),
+        libclang_path: None,
+    };
+    let headers = inputs::pinned_headers(&config, Ctk::V13_0).unwrap();
     assert_eq!(headers.cuda_version, 13000);
     for h in [&headers.cuda_h, &headers.runtime_api_h, &headers.typedefs_h] {
         assert!(h.is_file(), "{}", h.display());
     }
-    let lock = Lock::committed().unwrap();
+    let lock = committed_lock();
     assert_eq!(
         headers.source[0],
         lock.get("nvidia-cuda-runtime==13.0.96")
@@ -495,14 +500,13 @@ fn real_pip_failure_names_pips_last_line() {
 fn real_fetch_of_the_pinned_libclang() {
     // A cache kept between runs: the wheel is 24 MB.
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs");
-    let lib = Fetcher::committed().unwrap().libclang(&cache).unwrap();
-    assert!(lib.dir.join("libclang.so").is_file());
+    let lib = Fetcher::new(committed_lock(), Box::new(inputs::Pip::default()))
+        .libclang(&cache)
+        .unwrap();
+    assert!(lib.library.is_file());
     assert_eq!(lib.version, "18.1.1");
     assert_eq!(lib.source.name, "libclang");
-    assert_eq!(
-        lib.source.sha256,
-        sha256_file(&lib.dir.join("libclang.so")).unwrap()
-    );
+    assert_eq!(lib.source.sha256, sha256_file(&lib.library).unwrap());
     assert_eq!(lib.clang_args[0], "-isystem");
     assert!(Path::new(&lib.clang_args[1]).join("stddef.h").is_file());
     assert!(lib.warning.is_none());
@@ -512,12 +516,14 @@ fn real_fetch_of_the_pinned_libclang() {
 fn real_fetch_of_every_target() {
     // A cache kept between runs: the 12.9 crt/ comes in a 40 MB wheel.
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs");
-    for ctk in hostcb_generator::pipeline::Workspace::locate()
-        .unwrap()
-        .targets()
-        .unwrap()
-    {
-        let headers = inputs::pinned_headers(ctk, &cache).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let config = inputs::InputConfig {
+        lock: committed_lock(),
+        cache,
+        libclang_path: None,
+    };
+    for ctk in hostcb_generator::config::Config::listed_targets(root).unwrap() {
+        let headers = inputs::pinned_headers(&config, ctk).unwrap();
         assert_eq!(headers.ctk, ctk);
         assert_eq!(headers.cuda_version, ctk.cuda_version());
         assert!(
@@ -528,4 +534,9 @@ fn real_fetch_of_every_target() {
         );
         assert!(headers.runtime_api_h.is_file() && headers.typedefs_h.is_file());
     }
+}
+
+/// The lock committed beside the generator.
+fn committed_lock() -> Lock {
+    Lock::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("inputs.lock")).unwrap()
 }

@@ -12,10 +12,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, bail, ensure};
 use hostcb_generator::allowlist::AllowList;
-use hostcb_generator::emit::{self, GeneratedFile};
+use hostcb_generator::config::Config;
+use hostcb_generator::emit::{self, Mode};
 use hostcb_generator::inputs::Inputs;
 use hostcb_generator::model::Api;
-use hostcb_generator::pipeline::{self, Options, Workspace};
+use hostcb_generator::pipeline::{self, CrateOutput, Options};
 use hostcb_generator::reader::{self, HeaderSet};
 
 /// Options of `cargo xtask bench`.
@@ -29,14 +30,17 @@ pub struct Args {
     skip_builds: bool,
 }
 
-/// The generated crate's features measured: one target, and all of them.
-const BUILDS: [(&str, &str); 2] = [
-    ("ctk-13-0", "one target (ctk-13-0)"),
-    ("ctk-12-9,ctk-13-0,ctk-13-5", "all targets"),
-];
+/// The generated crate's features measured: one target (the newest listed), and all of them.
+fn builds(ws: &Config) -> [(String, String); 2] {
+    let newest = ws.targets.last().map(|c| c.feature()).unwrap_or_default();
+    [
+        (newest.clone(), format!("one target ({newest})")),
+        ("all-targets".to_owned(), "all targets".to_owned()),
+    ]
+}
 
 /// Runs every measurement and prints the table on stdout (progress goes to stderr).
-pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
+pub fn run(ws: &Config, args: Args) -> anyhow::Result<()> {
     let reps = args.reps as usize;
     let scratch = ws.root.join("target/xtask-bench");
     std::fs::create_dir_all(&scratch)
@@ -45,10 +49,10 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
     let mut progress = Progress::new(steps);
     let mut table = Table::default();
 
-    // The pipeline gathers the inputs (downloading them on a first run) and points bindgen at
-    // the pinned libclang (it sets LIBCLANG_PATH); the floor's bare parses below rely on that.
-    let files = progress.step("regen --ctk all, warm-up", || generate_all(ws))?;
-    let sealed = files.len();
+    // The pipeline gathers the inputs (downloading them on a first run); the floor's bare parses
+    // below load the same libclang.
+    let output = progress.step("regen --ctk all, warm-up", || generate_all(ws))?;
+    let sealed = output.files.len();
 
     let mut samples = Vec::new();
     for rep in 1..=reps {
@@ -61,7 +65,7 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
     let regen = table.row(
         format!(
             "regen --ctk all ({} targets, {sealed} files)",
-            ws.targets()?.len()
+            ws.targets.len()
         ),
         samples,
     );
@@ -119,8 +123,9 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
     table.row(format!("check ({})", note.unwrap_or_default()), samples);
 
     if !args.skip_builds {
-        let lib = ws.generated().join("src/lib.rs");
-        for (features, label) in BUILDS {
+        let lib = ws.out.join("src/lib.rs");
+        for (features, label) in builds(ws) {
+            let (features, label) = (features.as_str(), label.as_str());
             let dir = scratch.join(format!("build-{}", features.replace(',', "+")));
             let (mut cold, mut own, mut incremental) = (Vec::new(), Vec::new(), Vec::new());
             for rep in 1..=reps {
@@ -167,34 +172,38 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Generates every target in memory.
-fn generate_all(ws: &Workspace) -> anyhow::Result<Vec<GeneratedFile>> {
-    let mut files = Vec::new();
-    for ctk in ws.targets()? {
-        files.extend(pipeline::generate(ws, ctk, &Options::default())?.files);
-    }
-    Ok(files)
+/// Generates every file of the crate in memory, as regen and check do.
+fn generate_all(ws: &Config) -> anyhow::Result<CrateOutput> {
+    Ok(pipeline::generate_crate(
+        ws,
+        &ws.targets,
+        &Options::default(),
+        |_, _| {},
+    )?)
 }
 
-/// `regen --ctk all --out <out>` into a fresh `out`, timed; the output is then checked (untimed):
-/// every file written and every seal valid.
-fn regen_into(ws: &Workspace, out: &Path) -> anyhow::Result<Duration> {
+/// `regen --ctk all --out <out>` into a fresh `out` holding the generated crate's manifest, timed;
+/// the output is then checked (untimed): every file written and every seal valid.
+fn regen_into(ws: &Config, out: &Path) -> anyhow::Result<Duration> {
     remove_dir(out)?;
     std::fs::create_dir_all(out).map_err(|e| anyhow!("cannot create {}: {e}", out.display()))?;
+    std::fs::copy(ws.out.join(emit::MANIFEST), out.join(emit::MANIFEST))
+        .map_err(|e| anyhow!("cannot copy the manifest into {}: {e}", out.display()))?;
     let t0 = Instant::now();
-    let files = generate_all(ws)?;
-    let summary = emit::write_tree(out, &files, &[])?;
+    let output = generate_all(ws)?;
+    let summary = emit::ensure_tree(out, &output.files, output.complete, Mode::Write)?;
     let elapsed = t0.elapsed();
+    let manifest = Path::new(emit::MANIFEST);
+    let sealed = output.files.iter().filter(|f| f.path != manifest).count();
+    let written = summary.written.iter().filter(|p| *p != manifest).count();
     ensure!(
-        summary.written.len() == files.len(),
-        "regen wrote {} of {} files into the empty folder {}",
-        summary.written.len(),
-        files.len(),
+        written == sealed,
+        "regen wrote {written} of {sealed} sealed files into the empty folder {}",
         out.display()
     );
     let report = hostcb_seal::verify_paths(&[out.to_path_buf()])?;
     ensure!(
-        report.is_ok() && !report.checked.is_empty(),
+        report.is_ok() && report.checked.len() == sealed,
         "regen's output in {} does not verify: {report}",
         out.display()
     );
@@ -211,23 +220,24 @@ struct Parse {
 
 /// Gathers each target's inputs (cached by the warm-up) and builds the header sets the way
 /// `pipeline::generate_from` does.
-fn floor_inputs(ws: &Workspace) -> anyhow::Result<Vec<Parse>> {
+fn floor_inputs(ws: &Config) -> anyhow::Result<Vec<Parse>> {
     let mut parses = Vec::new();
-    for ctk in ws.targets()? {
-        let inputs = Inputs::gather(ctk, &ws.cache(), None)?;
+    for &ctk in &ws.targets {
+        let inputs = Inputs::gather(&ws.inputs, ctk, None)?;
+        inputs.libclang.activate()?;
         let headers = HeaderSet {
             ctk,
             include_dirs: inputs.headers.include_dirs.clone(),
             clang_args: inputs.libclang.clang_args.clone(),
         };
-        for api in [Api::Driver, Api::Runtime] {
-            let path = ws
-                .root
-                .join(format!("generator/allowlist/{}.txt", api.as_str()));
+        for (api, list) in [
+            (Api::Driver, &ws.driver_list),
+            (Api::Runtime, &ws.runtime_list),
+        ] {
             parses.push(Parse {
                 headers: headers.clone(),
                 api,
-                list: AllowList::load(&path)?,
+                list: list.clone(),
             });
         }
     }
@@ -250,9 +260,9 @@ fn floor(parses: &[Parse]) -> anyhow::Result<Duration> {
 }
 
 /// `verify` over generated/, timed; returns what it found, for the table.
-fn verify(ws: &Workspace) -> anyhow::Result<(Duration, String)> {
+fn verify(ws: &Config) -> anyhow::Result<(Duration, String)> {
     let t0 = Instant::now();
-    let report = hostcb_seal::verify_paths(&[ws.generated()])?;
+    let report = hostcb_seal::verify_paths(std::slice::from_ref(&ws.out))?;
     let elapsed = t0.elapsed();
     let mut note = format!("{} sealed files", report.checked.len());
     if !report.is_ok() {
@@ -267,17 +277,18 @@ fn verify(ws: &Workspace) -> anyhow::Result<(Duration, String)> {
 
 /// The check every command starts with, timed: hash the sources of the workspace crates this
 /// binary links and compare them with those they were compiled from.
-fn built_from(ws: &Workspace) -> anyhow::Result<Duration> {
+fn built_from(ws: &Config) -> anyhow::Result<Duration> {
     let t0 = Instant::now();
     crate::sources::stale(&ws.root, &crate::sources::LINKED)?;
     Ok(t0.elapsed())
 }
 
 /// `check`, timed: regenerate all in memory and compare with generated/.
-fn check(ws: &Workspace) -> anyhow::Result<(Duration, String)> {
+fn check(ws: &Config) -> anyhow::Result<(Duration, String)> {
     let t0 = Instant::now();
-    let files = generate_all(ws)?;
-    let diffs = emit::diff_tree(&ws.generated(), &files, 40);
+    let output = generate_all(ws)?;
+    let diffs =
+        emit::ensure_tree(&ws.out, &output.files, output.complete, Mode::Check)?.differences;
     let elapsed = t0.elapsed();
     let note = if diffs.is_empty() {
         "regenerate all + compare, up to date".to_owned()
@@ -291,7 +302,7 @@ fn check(ws: &Workspace) -> anyhow::Result<(Duration, String)> {
 }
 
 /// `cargo build -p cuda-hostcb --features <features>` in `target_dir`, timed.
-fn cargo_build(ws: &Workspace, target_dir: &Path, features: &str) -> anyhow::Result<Duration> {
+fn cargo_build(ws: &Config, target_dir: &Path, features: &str) -> anyhow::Result<Duration> {
     let t0 = Instant::now();
     cargo(
         ws,
@@ -309,7 +320,7 @@ fn cargo_build(ws: &Workspace, target_dir: &Path, features: &str) -> anyhow::Res
 }
 
 /// Runs cargo with `args` at the workspace root with `CARGO_TARGET_DIR=target_dir`.
-fn cargo(ws: &Workspace, target_dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+fn cargo(ws: &Config, target_dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(program)
         .current_dir(&ws.root)

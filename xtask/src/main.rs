@@ -19,10 +19,10 @@ use std::time::Instant;
 use anyhow::bail;
 use clap::{Parser, Subcommand};
 use hostcb_generator::Ctk;
-use hostcb_generator::emit::{self, GeneratedFile};
+use hostcb_generator::config::{Config, Environment};
+use hostcb_generator::emit::{self, Mode, TreeReport};
 use hostcb_generator::inputs::Lock;
-use hostcb_generator::model::Model;
-use hostcb_generator::pipeline::{self, Options, Workspace};
+use hostcb_generator::pipeline::{self, Generated, Options};
 use hostcb_generator::target::spelled;
 use hostcb_seal::{CTK_PLACEHOLDER, VerifyOptions, VerifyRoot};
 
@@ -94,131 +94,135 @@ fn main() -> ExitCode {
     }
 }
 
+/// The checkout the running command belongs to, found at run time: the nearest folder at or
+/// above `$CARGO_MANIFEST_DIR` (as cargo sets it when it runs a program: `cargo xtask`, `cargo
+/// test`), else the current directory, that holds `Cargo.toml` and `generator/allowlist/`. Never
+/// the folder the xtask was compiled in: two checkouts that share one `CARGO_TARGET_DIR` can run
+/// the same binary, built in the other checkout. The only place anything looks for a workspace.
+fn workspace_root() -> anyhow::Result<PathBuf> {
+    let start = match std::env::var_os("CARGO_MANIFEST_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => std::env::current_dir().unwrap_or_default(),
+    };
+    match start
+        .ancestors()
+        .find(|dir| dir.join("Cargo.toml").is_file() && dir.join("generator/allowlist").is_dir())
+    {
+        Some(root) => Ok(root.to_path_buf()),
+        None => bail!(
+            "cannot find the workspace to act on: no folder above {} holds Cargo.toml and generator/allowlist/; run cargo xtask inside a checkout of cuda-hostcb",
+            start.display()
+        ),
+    }
+}
+
 /// The targets a `--ctk` value names: `all` is every target of `generator/targets.txt`; one
 /// target must be listed there (its files live in the generated crate beside the others).
-fn targets(ws: &Workspace, ctk: &str) -> anyhow::Result<Vec<Ctk>> {
-    let listed = ws.targets()?;
+fn targets(config: &Config, ctk: &str) -> anyhow::Result<Vec<Ctk>> {
+    let listed = &config.targets;
     if ctk == "all" {
-        return Ok(listed);
+        return Ok(listed.clone());
     }
     let one = ctk.parse::<Ctk>()?;
     if listed.contains(&one) {
         return Ok(vec![one]);
     }
-    let lock = Lock::committed()?;
+    let lock = config.lock();
     if lock.targets().contains(&one) {
         bail!(
             "CTK {one} is pinned but generated/ does not hold it: add {one} to generator/targets.txt (which lists {}), then run cargo xtask regen --ctk all",
-            spelled(&listed)
+            spelled(listed)
         );
     }
     bail!(
         "CTK {one} is not a target here: generator/targets.txt lists {} and generator/inputs.lock pins {}; pin it with cargo xtask pin --ctk {one}",
-        spelled(&listed),
+        spelled(listed),
         spelled(&lock.targets())
     )
 }
 
 fn run(command: Command) -> anyhow::Result<()> {
-    let ws = Workspace::locate()?;
-    sources::ensure_built_from(&ws.root)?;
+    let root = workspace_root()?;
+    sources::ensure_built_from(&root)?;
+    // What the generator reads of the environment, read here once; below, only the configuration.
+    let load = || Config::load(&root, &Environment::of_process());
     match command {
         Command::Regen {
             ctk,
             cuda_home,
             out,
-        } => regen(&ws, &ctk, cuda_home, out),
-        Command::Verify { paths } => verify(&ws, paths),
-        Command::Check { ctk } => check(&ws, &ctk),
-        Command::Pin { ctk } => pin::run(&ws, &ctk),
-        Command::Diff { a, b } => diff(&ws, &a, &b),
-        Command::Test => ci::run(&ws.root),
-        Command::Bench(args) => bench::run(&ws, args),
+        } => regen(load()?, &ctk, cuda_home, out),
+        Command::Verify { paths } => verify(&root, paths),
+        Command::Check { ctk } => check(&load()?, &ctk),
+        Command::Pin { ctk } => pin::run(&load()?, &ctk),
+        Command::Diff { a, b } => diff(&load()?, &a, &b),
+        Command::Test => ci::run(&root),
+        Command::Bench(args) => bench::run(&load()?, args),
     }
 }
 
-fn generate_all(
-    ws: &Workspace,
-    ctks: &[Ctk],
-    opts: &Options,
-) -> anyhow::Result<Vec<pipeline::Generated>> {
-    let mut all = Vec::new();
-    for &ctk in ctks {
-        let started = Instant::now();
-        let generated = pipeline::generate(ws, ctk, opts)?;
-        for w in &generated.warnings {
-            eprintln!("warning: {w}");
-        }
+/// One line per generated target, as it is done.
+fn report_target(generated: &Generated, took: std::time::Duration) {
+    for w in &generated.warnings {
+        eprintln!("warning: {w}");
+    }
+    eprintln!(
+        "CTK {}: {} driver and {} runtime functions, {:.2} s",
+        generated.ctk,
+        generated.model.driver.functions.len(),
+        generated.model.runtime.functions.len(),
+        took.as_secs_f64()
+    );
+}
+
+/// One `warning:` line per file a complete output does not produce but regen cannot prove it
+/// wrote, so it keeps it.
+fn report_kept(root: &Path, report: &TreeReport) {
+    for (path, why) in &report.kept {
         eprintln!(
-            "CTK {ctk}: {} driver and {} runtime functions, {:.2} s",
-            generated.model.driver.functions.len(),
-            generated.model.runtime.functions.len(),
-            started.elapsed().as_secs_f64()
+            "warning: kept {}: {why}; delete it yourself if it is not wanted",
+            root.join(path).display()
         );
-        all.push(generated);
     }
-    Ok(all)
-}
-
-/// The files of every target in `generated`, and the files that depend on the whole target list
-/// (the module list with its compatibility table, the manifest's features), for the crate at
-/// `root`. The table needs the model of every listed target: those not generated here are read
-/// from their pinned headers (nothing of theirs is written).
-fn all_files(
-    ws: &Workspace,
-    root: &Path,
-    generated: Vec<pipeline::Generated>,
-) -> anyhow::Result<(Vec<GeneratedFile>, Vec<GeneratedFile>)> {
-    let mut models = Vec::new();
-    for ctk in ws.targets()? {
-        match generated.iter().find(|g| g.ctk == ctk) {
-            Some(g) => models.push(g.model.clone()),
-            None => models.push(pipeline::read_model(ws, ctk, &Options::default())?),
-        }
-    }
-    let models: Vec<&Model> = models.iter().collect();
-    let crate_files = pipeline::crate_files(root, &models)?;
-    let files = generated.into_iter().flat_map(|g| g.files).collect();
-    Ok((files, crate_files))
 }
 
 fn regen(
-    ws: &Workspace,
+    mut config: Config,
     ctk: &str,
     cuda_home: Option<PathBuf>,
     out: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    let ctks = targets(ws, ctk)?;
+    let ctks = targets(&config, ctk)?;
     if cuda_home.is_some() && ctks.len() != 1 {
         bail!(
             "--cuda-home reads one toolkit, so it needs one --ctk target ({}), not 'all'",
-            spelled(&ws.targets()?)
+            spelled(&config.targets)
         );
     }
-    let root = out.unwrap_or_else(|| ws.generated());
-    if !root.is_dir() {
-        bail!(
+    if let Some(out) = out {
+        config.out = out;
+    }
+    let root = config.out.clone();
+    match std::fs::metadata(&root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => bail!(
+            "the output directory {} is not a folder; pass the folder of the generated crate as --out DIR (nothing was written)",
+            root.display()
+        ),
+        Err(_) => bail!(
             "the output directory {} does not exist; create it or pass an existing --out DIR",
             root.display()
-        );
+        ),
     }
-    if !is_generated_crate(&root) {
+    if !is_generated_crate(&root)? {
         bail!(
             "--out {} is not the folder of the generated crate: it has no Cargo.toml of the package {GENERATED_PACKAGE}; point --out at the generated/ folder of a checkout (nothing was written)",
             root.display()
         );
     }
     let started = Instant::now();
-    let generated = generate_all(ws, &ctks, &Options { cuda_home })?;
-    let (mut files, crate_files) = all_files(ws, &root, generated)?;
-    files.extend(crate_files);
-    // Only a full regen knows every file the list produces, so only it deletes the others.
-    let delete = if ctk == "all" {
-        emit::unproduced_sealed_files(&root, &files)
-    } else {
-        Vec::new()
-    };
-    let summary = emit::write_tree(&root, &files, &delete)?;
+    let output = pipeline::generate_crate(&config, &ctks, &Options { cuda_home }, report_target)?;
+    let summary = emit::ensure_tree(&root, &output.files, output.complete, Mode::Write)?;
     for f in &summary.written {
         eprintln!("wrote {}", root.join(f).display());
     }
@@ -228,9 +232,10 @@ fn regen(
             root.join(f).display()
         );
     }
+    report_kept(&root, &summary);
     eprintln!(
         "regen: {} files, {} written, {} unchanged, {} deleted, in {:.2} s",
-        files.len(),
+        output.files.len(),
         summary.written.len(),
         summary.unchanged.len(),
         summary.deleted.len(),
@@ -245,10 +250,12 @@ const GENERATED_PACKAGE: &str = "cuda-hostcb";
 /// Whether `dir` holds the generated crate: a `Cargo.toml` whose `[package]` is named
 /// `cuda-hostcb`. A line-wise reading is enough for the one key of one section this asks about,
 /// and keeps a TOML parser out of the xtask's dependencies.
-fn is_generated_crate(dir: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
-        return false;
+/// The manifest is opened only if it is a regular file (a FIFO there is an error, not a hang).
+fn is_generated_crate(dir: &Path) -> anyhow::Result<bool> {
+    let Some(bytes) = emit::read_regular(&dir.join("Cargo.toml"))? else {
+        return Ok(false);
     };
+    let text = String::from_utf8_lossy(&bytes);
     let mut in_package = false;
     for line in text.lines().map(str::trim) {
         if line.starts_with('[') {
@@ -257,14 +264,16 @@ fn is_generated_crate(dir: &Path) -> bool {
             && let Some((key, value)) = line.split_once('=')
             && key.trim() == "name"
         {
-            return value.trim().trim_matches('"') == GENERATED_PACKAGE;
+            return Ok(value.trim().trim_matches('"') == GENERATED_PACKAGE);
         }
     }
-    false
+    Ok(false)
 }
 
-fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {
-    let roots = verify_roots(&ws.generated(), &ws.targets()?, paths);
+/// Needs only the target list: no lock, templates or inputs.
+fn verify(root: &Path, paths: Vec<PathBuf>) -> anyhow::Result<()> {
+    let targets = Config::listed_targets(root)?;
+    let roots = verify_roots(&root.join("generated"), &targets, paths);
     // The report lists each failure on its own line, then a summary; the same as `hostcb-seal verify`.
     hostcb_seal::run_verify(&roots, &verify_options(), &mut std::io::stderr())?;
     Ok(())
@@ -315,12 +324,11 @@ fn pinned(lock: &Lock, given: &str) -> anyhow::Result<Ctk> {
     }
 }
 
-fn diff(ws: &Workspace, a: &str, b: &str) -> anyhow::Result<()> {
-    let lock = Lock::committed()?;
-    let (a, b) = (pinned(&lock, a)?, pinned(&lock, b)?);
+fn diff(config: &Config, a: &str, b: &str) -> anyhow::Result<()> {
+    let (a, b) = (pinned(config.lock(), a)?, pinned(config.lock(), b)?);
     let started = Instant::now();
-    let from = pipeline::read_model(ws, a, &Options::default())?;
-    let to = pipeline::read_model(ws, b, &Options::default())?;
+    let from = pipeline::read_model(config, a, &Options::default())?;
+    let to = pipeline::read_model(config, b, &Options::default())?;
     let diff = hostcb_generator::diff::diff(&from, &to);
     print!("{diff}");
     eprintln!(
@@ -331,59 +339,53 @@ fn diff(ws: &Workspace, a: &str, b: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check(ws: &Workspace, ctk: &str) -> anyhow::Result<()> {
-    let ctks = targets(ws, ctk)?;
-    let generated = generate_all(ws, &ctks, &Options::default())?;
-    let (mut files, crate_files) = all_files(ws, &ws.generated(), generated)?;
-    files.extend(crate_files.iter().cloned());
-    let mut diffs = emit::diff_tree(&ws.generated(), &files, 40);
-    if ctk == "all" {
-        diffs.extend(
-            emit::unproduced_sealed_files(&ws.generated(), &files)
-                .into_iter()
-                .map(|path| emit::Difference {
-                    path,
-                    diff: "sealed, but its target is not listed in generator/targets.txt any more: regen deletes it".to_owned(),
-                }),
-        );
-    }
+fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
+    let ctks = targets(config, ctk)?;
+    let output = pipeline::generate_crate(config, &ctks, &Options::default(), report_target)?;
+    let report = emit::ensure_tree(&config.out, &output.files, output.complete, Mode::Check)?;
+    report_kept(&config.out, &report);
+    let diffs = &report.differences;
     if diffs.is_empty() {
         eprintln!(
             "check: {} generated files match the committed ones",
-            files.len()
+            output.files.len()
         );
         return Ok(());
     }
-    for d in &diffs {
+    for d in diffs {
         eprintln!(
             "--- {} differs from what the generator produces now:\n{}",
             d.path.display(),
             d.diff
         );
     }
-    let shared = diffs.iter().any(|d| {
-        crate_files.iter().any(|f| f.path == d.path)
-            || !ctks
-                .iter()
-                .any(|c| d.path.starts_with(emit::target_dir(*c)))
-    });
-    let stale: Vec<String> = if shared {
-        vec!["cargo xtask regen --ctk all".to_owned()]
-    } else {
-        ctks.iter()
-            .filter(|c| {
-                diffs
-                    .iter()
-                    .any(|d| d.path.starts_with(emit::target_dir(**c)))
-            })
-            .map(|c| format!("cargo xtask regen --ctk {c}"))
-            .collect()
-    };
     bail!(
         "{} generated file(s) are stale; run: {}",
         diffs.len(),
-        stale.join(" && ")
+        fixes(&ctks, &report).join(" && ")
     )
+}
+
+/// The regen commands that fix the differences of `report`: one per target whose own files
+/// differ, or `--ctk all` when a file of the whole list does.
+fn fixes(ctks: &[Ctk], report: &TreeReport) -> Vec<String> {
+    let of_target = |path: &Path| {
+        ctks.iter()
+            .copied()
+            .find(|c| path.starts_with(emit::target_dir(*c)))
+    };
+    let per_target: Vec<Option<Ctk>> = report
+        .differences
+        .iter()
+        .map(|d| of_target(&d.path))
+        .collect();
+    if per_target.iter().any(Option::is_none) {
+        return vec!["cargo xtask regen --ctk all".to_owned()];
+    }
+    ctks.iter()
+        .filter(|c| per_target.contains(&Some(**c)))
+        .map(|c| format!("cargo xtask regen --ctk {c}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -394,9 +396,9 @@ mod tests {
     fn copy_of_generated() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("generated");
-        let ws = Workspace::locate().expect("the workspace");
-        let committed = ws.generated();
-        for file in emit::sealed_files(&ws.targets().unwrap()) {
+        let ws = workspace_root().expect("the workspace");
+        let committed = ws.join("generated");
+        for file in emit::sealed_files(&Config::listed_targets(&ws).unwrap()) {
             std::fs::create_dir_all(root.join(&file).parent().unwrap()).unwrap();
             std::fs::copy(committed.join(&file), root.join(&file)).unwrap();
         }
@@ -415,12 +417,14 @@ mod tests {
     #[test]
     fn verify_expects_every_targets_files_in_the_generated_crate() {
         let (_dir, root) = copy_of_generated();
-        let targets = Workspace::locate().unwrap().targets().unwrap();
+        let targets = Config::listed_targets(&workspace_root().unwrap()).unwrap();
         let report = verify_report(&root, &targets, Vec::new());
         assert!(report.is_ok(), "{report}");
         assert_eq!(report.checked.len(), emit::sealed_files(&targets).len());
 
-        let gone = Path::new("src/bindings/ctk_13_5/runtime.rs");
+        let newest = *targets.last().unwrap();
+        let gone = emit::target_dir(newest).join("runtime.rs");
+        let gone = gone.as_path();
         std::fs::remove_file(root.join(gone)).unwrap();
         // By default, and when the generated crate is named, however it is spelled.
         for spelled in [None, Some(root.join("src/.."))] {
@@ -432,7 +436,7 @@ mod tests {
                 lines,
                 [format!(
                     "{}: is missing: it is one of the sealed files expected here; \
-                     regenerate with cargo xtask regen --ctk 13.5",
+                     regenerate with cargo xtask regen --ctk {newest}",
                     path.display()
                 )],
                 "{report}"

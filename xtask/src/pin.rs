@@ -8,16 +8,16 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use hostcb_generator::Ctk;
+use hostcb_generator::config::Config;
 use hostcb_generator::inputs::{
     self, Fetch, Fetcher, LOCK_PATH, Lock, LockEntry, Pip, TargetPin, sha256_file,
 };
-use hostcb_generator::pipeline::Workspace;
 
-pub fn run(ws: &Workspace, ctk: &str) -> anyhow::Result<()> {
+pub fn run(ws: &Config, ctk: &str) -> anyhow::Result<()> {
     let ctk: Ctk = ctk.parse()?;
     let started = Instant::now();
     let (headers_package, crt_package) = inputs::header_packages(ctk)?;
-    let cache = ws.cache();
+    let cache = ws.cache().to_path_buf();
     let wheels_dir = cache.join("wheels");
     std::fs::create_dir_all(&wheels_dir)
         .with_context(|| format!("cannot create {}", wheels_dir.display()))?;
@@ -44,7 +44,7 @@ pub fn run(ws: &Workspace, ctk: &str) -> anyhow::Result<()> {
     for e in [&headers, &crt] {
         eprintln!("  {}  {}  sha256 {}", e.spec(), e.file, e.sha256);
     }
-    let listed = ws.targets()?.contains(&ctk);
+    let listed = ws.targets.contains(&ctk);
     eprintln!(
         "pin: CTK {ctk} {} in {} in {:.1} s{}",
         if unchanged {

@@ -578,12 +578,12 @@ fn libclang_path_without_a_libclang() {
         "{e}"
     );
 
-    let pinned = hostcb_generator::inputs::Fetcher::committed()
-        .unwrap()
+    use hostcb_generator::inputs::{Fetcher, LOCK_PATH, Lock, Pip};
+    let lock = Lock::load(&workspace().join(LOCK_PATH)).unwrap();
+    let pinned = Fetcher::new(lock, Box::new(Pip::default()))
         .libclang(&workspace().join("target/hostcb-inputs"))
         .unwrap()
-        .dir
-        .join("libclang.so");
+        .library;
     let versioned = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(&pinned, versioned.path().join("libclang.so.18")).unwrap();
     let stderr = succeeds(

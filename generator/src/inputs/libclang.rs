@@ -3,11 +3,55 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 
 use super::{InputError, Libclang, Provenance, sha256_file};
 
 /// The version of the pinned libclang wheel.
 pub const LIBCLANG_VERSION: &str = "18.1.1";
+
+impl Libclang {
+    /// Makes this libclang the one bindgen uses on the calling thread: loaded once per process
+    /// and library file, then handed to clang-sys for this thread (clang-sys keeps its library
+    /// per thread, and bindgen loads one of its own only on a thread that has none).
+    ///
+    /// clang-sys opens a library only where `LIBCLANG_PATH` points (its `SharedLibrary` cannot
+    /// be built from a path), so the variable names this file for the one call that loads it, and
+    /// is put back as it was right after, under a lock: it never carries the generator's state
+    /// from one generation to the next, and the caller's own value is only ever read once, by the
+    /// caller, into its configuration.
+    pub fn activate(&self) -> Result<(), InputError> {
+        type Loaded = Vec<(std::path::PathBuf, Arc<clang_sys::SharedLibrary>)>;
+        static LOADED: Mutex<Loaded> = Mutex::new(Vec::new());
+        let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+        let library = match loaded.iter().find(|(path, _)| *path == self.library) {
+            Some((_, library)) => library.clone(),
+            None => {
+                let name = "LIBCLANG_PATH";
+                let before = std::env::var_os(name);
+                // SAFETY: the generator's own threads read no environment while this runs, and
+                // the lock serialises every load of the generator's callers.
+                unsafe { std::env::set_var(name, &self.library) };
+                let opened = clang_sys::load_manually();
+                // SAFETY: as above.
+                unsafe {
+                    match &before {
+                        Some(value) => std::env::set_var(name, value),
+                        None => std::env::remove_var(name),
+                    }
+                }
+                let library = Arc::new(opened.map_err(|detail| InputError::BadLibclangPath {
+                    path: self.library.clone(),
+                    detail: format!("cannot be loaded: {detail}"),
+                })?);
+                loaded.push((self.library.clone(), library.clone()));
+                library
+            }
+        };
+        clang_sys::set_library(Some(library));
+        Ok(())
+    }
+}
 
 /// `-isystem <dir>` with `dir` from `gcc -print-file-name=include`: gcc's own `<stddef.h>`,
 /// `<stdarg.h>` and friends, which the pinned libclang does not ship.
@@ -136,7 +180,7 @@ pub fn local_libclang(path: &Path) -> Result<Libclang, InputError> {
     };
     let sha256 = sha256_file(&library)?;
     Ok(Libclang {
-        dir: path.to_owned(),
+        library: library.clone(),
         version: "unknown".to_owned(),
         clang_args: gcc_include_args().unwrap_or_default(),
         source: Provenance {

@@ -6,8 +6,9 @@
 //! trials fail instead. Trials run one at a time unless `--test-threads` says otherwise: a
 //! global-mode capture (C13) forbids other threads' unsafe CUDA calls while it lasts.
 //!
-//! `MATRIX_WRONG_EXPECTATIONS=1` inverts every check, so each trial must fail at its first one:
-//! the way to see on a GPU that the checks can fail.
+//! `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` (the workspace's one switch, `hostcb_gate`) inverts every
+//! check, so each trial must fail at its first one: the way to see on a GPU that the checks can
+//! fail. `REQUIRE_GPU` is read through `hostcb_gate` too.
 
 // Without a target there are no cases, and the harness runs nothing.
 #![cfg_attr(not(feature = "all-targets"), allow(unused))]
@@ -93,7 +94,7 @@ pub fn done() -> Outcome {
 }
 
 fn wrong() -> bool {
-    std::env::var("MATRIX_WRONG_EXPECTATIONS").as_deref() == Ok("1")
+    hostcb_gate::wrong_expectations()
 }
 
 /// Checks `got == want`.
@@ -102,7 +103,7 @@ pub fn expect_eq<T: PartialEq + Debug>(what: &str, got: T, want: T) -> Result<()
         (true, false) | (false, true) => Ok(()),
         (false, false) => Err(format!("{what}: got {got:?}, want {want:?}").into()),
         (true, true) => Err(format!(
-            "{what}: got {got:?}, and MATRIX_WRONG_EXPECTATIONS=1 wanted anything else"
+            "{what}: got {got:?}, and HOSTCB_TESTS_WRONG_EXPECTATIONS=1 wanted anything else"
         )
         .into()),
     }
@@ -116,7 +117,7 @@ pub fn expect_seq<T: PartialEq + Debug>(what: &str, got: &[T], want: &[T]) -> Re
     }
     if equal {
         return Err(format!(
-            "{what}: {} items as wanted, and MATRIX_WRONG_EXPECTATIONS=1 wanted anything else",
+            "{what}: {} items as wanted, and HOSTCB_TESTS_WRONG_EXPECTATIONS=1 wanted anything else",
             got.len()
         )
         .into());
@@ -216,7 +217,7 @@ fn main() {
     if args.test_threads.is_none() {
         args.test_threads = Some(1);
     }
-    let require = std::env::var("REQUIRE_GPU").as_deref() == Ok("1");
+    let require = hostcb_gate::require_gpu();
 
     // One recording hook for the whole run (the hook is process-wide); it also prints.
     set_panic_hook(|report| {
