@@ -24,12 +24,18 @@ use hostcb_generator::inputs::Lock;
 use hostcb_generator::model::Model;
 use hostcb_generator::pipeline::{self, Options, Workspace};
 use hostcb_generator::target::spelled;
-use hostcb_seal::{CTK_PLACEHOLDER, VerifyOptions, VerifyRoot};
+use hostcb_seal::{CTK_PLACEHOLDER, Source, VerifyOptions, VerifyRoot};
 
 #[derive(Parser)]
 #[command(
     name = "cargo xtask",
-    about = "Maintenance commands of the CUDA host-callback bindings"
+    bin_name = "cargo xtask",
+    version,
+    about = "Maintenance commands of the CUDA host-callback bindings",
+    after_help = "Exit status: 0 on success; 1 on a failure, after one `error:` line that says \
+                  what is wrong and what to do (verify: a seal fails; check: output is stale); \
+                  2 on a usage error. diff reports differences and exits 0 whether or not the \
+                  targets differ."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -54,6 +60,12 @@ enum Command {
     Verify {
         /// Files or folders to check.
         paths: Vec<PathBuf>,
+        /// Check git's index (what the next commit will contain) instead of the work tree.
+        #[arg(long)]
+        staged: bool,
+        /// Accept that a file sealed in HEAD is gone (a dropped target): noted, not failed.
+        #[arg(long)]
+        allow_deletions: bool,
     },
     /// Run everything CI checks: fmt, verify, check, clippy, docs and every test.
     Test,
@@ -66,7 +78,8 @@ enum Command {
         ctk: String,
     },
     /// Compare the models of two pinned targets (any of generator/inputs.lock): functions, ABI
-    /// versions, signatures, types, fields and enum values added, removed or changed.
+    /// versions, signatures, types, fields and enum values added, removed or changed. Exits 0
+    /// whether or not they differ.
     Diff {
         /// The older target, MAJOR.MINOR.
         a: String,
@@ -128,7 +141,23 @@ fn run(command: Command) -> anyhow::Result<()> {
             cuda_home,
             out,
         } => regen(&ws, &ctk, cuda_home, out),
-        Command::Verify { paths } => verify(&ws, paths),
+        Command::Verify {
+            paths,
+            staged,
+            allow_deletions,
+        } => {
+            let options = VerifyOptions {
+                source: if staged {
+                    Source::Index
+                } else {
+                    Source::WorkTree
+                },
+                allow_deletions: allow_deletions
+                    || std::env::var_os(hostcb_seal::ALLOW_DELETIONS_ENV).is_some_and(|v| v == "1"),
+                ..verify_options()
+            };
+            verify(&ws, paths, &options)
+        }
         Command::Check { ctk } => check(&ws, &ctk),
         Command::Pin { ctk } => pin::run(&ws, &ctk),
         Command::Diff { a, b } => diff(&ws, &a, &b),
@@ -263,10 +292,10 @@ fn is_generated_crate(dir: &Path) -> bool {
     false
 }
 
-fn verify(ws: &Workspace, paths: Vec<PathBuf>) -> anyhow::Result<()> {
+fn verify(ws: &Workspace, paths: Vec<PathBuf>, options: &VerifyOptions) -> anyhow::Result<()> {
     let roots = verify_roots(&ws.generated(), &ws.targets()?, paths);
     // The report lists each failure on its own line, then a summary; the same as `hostcb-seal verify`.
-    hostcb_seal::run_verify(&roots, &verify_options(), &mut std::io::stderr())?;
+    hostcb_seal::run_verify(&roots, options, &mut std::io::stderr())?;
     Ok(())
 }
 
@@ -300,6 +329,7 @@ fn verify_options() -> VerifyOptions {
     VerifyOptions {
         regen_command: format!("cargo xtask regen --ctk {CTK_PLACEHOLDER}"),
         temp_prefix: Some(emit::TEMP_PREFIX.to_owned()),
+        ..VerifyOptions::default()
     }
 }
 
