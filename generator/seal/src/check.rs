@@ -20,8 +20,7 @@ pub struct SealInfo {
 }
 
 /// Why a file's seal does not check.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}; {}", self.what(), self.fix("the file's generator"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SealProblem {
     /// No line contains the marker.
     Missing,
@@ -55,6 +54,16 @@ pub enum SealProblem {
         actual: String,
     },
 }
+
+// Written out rather than derived (thiserror), so that `cargo install hostcb-seal-cli` builds no
+// proc-macro stack.
+impl fmt::Display for SealProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; {}", self.what(), self.fix("the file's generator"))
+    }
+}
+
+impl std::error::Error for SealProblem {}
 
 impl SealProblem {
     /// What is wrong, without what to do about it.

@@ -108,8 +108,7 @@ impl VerifyRoot {
 }
 
 /// Why one file failed verification.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}; {}", self.what(), self.fix("the file's generator"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
     /// The file contains the marker but its seal does not check.
     Seal(SealProblem),
@@ -140,6 +139,16 @@ pub enum Problem {
         expected: String,
     },
 }
+
+// Written out rather than derived (thiserror), so that `cargo install hostcb-seal-cli` builds no
+// proc-macro stack.
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; {}", self.what(), self.fix("the file's generator"))
+    }
+}
+
+impl std::error::Error for Problem {}
 
 impl Problem {
     fn what(&self) -> String {
@@ -275,10 +284,9 @@ impl fmt::Display for VerifyReport {
 }
 
 /// Why verification could not run to the end.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub enum VerifyError {
     /// A path could not be read.
-    #[error("cannot read {}: {error}; check that the path exists and is readable", path.display())]
     Io {
         /// The path.
         path: PathBuf,
@@ -286,7 +294,6 @@ pub enum VerifyError {
         error: io::Error,
     },
     /// [`Source::Index`] was asked for, but git's index of a path could not be read.
-    #[error("cannot verify the git index for {}: {why}; run it inside a git work tree, or verify the work tree (without --staged)", path.display())]
     Index {
         /// The path.
         path: PathBuf,
@@ -294,6 +301,25 @@ pub enum VerifyError {
         why: String,
     },
 }
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io { path, error } => write!(
+                f,
+                "cannot read {}: {error}; check that the path exists and is readable",
+                path.display()
+            ),
+            Self::Index { path, why } => write!(
+                f,
+                "cannot verify the git index for {}: {why}; run it inside a git work tree, or verify the work tree (without --staged)",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for VerifyError {}
 
 /// Verifies the seals of the files at `paths`, with [`VerifyOptions::default`].
 ///
