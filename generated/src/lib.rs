@@ -91,7 +91,7 @@ pub mod load;
 
 pub use error::Error;
 
-// The target modules (`ctk_12_9`, ...) and the `for_each_target!` macro, generated from
+// The target modules (`ctk_<major>_<minor>`) and the `for_each_target!` macro, generated from
 // generator/targets.txt and sealed.
 #[rustfmt::skip]
 mod bindings;
