@@ -73,7 +73,7 @@ fn the_index_is_checked_and_the_work_tree_is_not() {
     assert_eq!(tree.failures.len(), 1, "{tree}");
     let index = hostcb_seal::verify_roots(&root, &staged()).unwrap();
     assert!(index.is_ok(), "{index}");
-    assert_eq!(index.checked, [driver.clone()]);
+    assert_eq!(index.checked, std::slice::from_ref(&driver));
     assert!(
         index.to_string().contains("checked in the index"),
         "{index}"
