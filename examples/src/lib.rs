@@ -83,3 +83,9 @@ mod tests {
         }
     }
 }
+
+/// The README's Rust blocks, compiled as doctests of this crate (`cargo test --doc`) so that they
+/// stay true as written.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

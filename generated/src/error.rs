@@ -37,11 +37,19 @@ impl fmt::Display for Version {
 }
 
 /// What went wrong in a call through this crate.
-#[derive(Debug, Clone, thiserror::Error)]
+///
+/// ```
+/// let error = cuda_hostcb::Error::LibraryNotFound {
+///     library: "libcuda.so.1",
+///     searched: vec!["libcuda.so.1 (system loader): not found".to_owned()],
+/// };
+/// assert!(error.to_string().starts_with("could not load libcuda.so.1; searched: "));
+/// assert_eq!(error.code(), None);
+/// ```
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// A CUDA function returned an error code.
-    #[error("{function} failed with {name} ({code}): {description}")]
     Cuda {
         /// The API the function belongs to.
         api: Api,
@@ -56,7 +64,6 @@ pub enum Error {
     },
 
     /// The installed driver or runtime does not provide the function (or not its ABI version).
-    #[error("{function} is not available: {}", unavailable_reason(*.api, *.needs, *.found, .library))]
     Unavailable {
         /// The API the function belongs to.
         api: Api,
@@ -71,11 +78,6 @@ pub enum Error {
     },
 
     /// No usable copy of a CUDA library was found.
-    #[error(
-        "could not load {library}; searched: {}; {}",
-        .searched.join("; "),
-        library_hint(.library)
-    )]
     LibraryNotFound {
         /// The library, e.g. `libcuda.so.1` or `libcudart.so.13`.
         library: &'static str,
@@ -85,16 +87,51 @@ pub enum Error {
 
     /// [`set_default_stream`](crate::load::set_default_stream) was called after a function was
     /// resolved with the other mode.
-    #[error(
-        "the default stream can no longer change: CUDA functions were already resolved with the \
-         {current} default stream; call set_default_stream before the first CUDA call, or set \
-         CUDA_HOSTCB_PER_THREAD_DEFAULT_STREAM=1 for the per-thread one"
-    )]
     StreamModeLocked {
         /// The mode in force.
         current: DefaultStream,
     },
 }
+
+// Written out rather than derived, so that the crate users build pulls in no proc-macro stack.
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Cuda {
+                function,
+                code,
+                name,
+                description,
+                ..
+            } => write!(f, "{function} failed with {name} ({code}): {description}"),
+            Error::Unavailable {
+                api,
+                function,
+                needs,
+                found,
+                library,
+            } => write!(
+                f,
+                "{function} is not available: {}",
+                unavailable_reason(*api, *needs, *found, library)
+            ),
+            Error::LibraryNotFound { library, searched } => write!(
+                f,
+                "could not load {library}; searched: {}; {}",
+                searched.join("; "),
+                library_hint(library)
+            ),
+            Error::StreamModeLocked { current } => write!(
+                f,
+                "the default stream can no longer change: CUDA functions were already resolved \
+                 with the {current} default stream; call set_default_stream before the first \
+                 CUDA call, or set CUDA_HOSTCB_PER_THREAD_DEFAULT_STREAM=1 for the per-thread one"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
 
 impl Error {
     /// The `CUresult` or `cudaError_t` value of a [`Error::Cuda`], `None` for every other error.

@@ -1,54 +1,34 @@
 //! The safe layer's error: a failed CUDA call (with the CUDA error's name and text), or a use
 //! that the safe layer refuses because it could not be made sound.
 
+use std::fmt;
+
 /// What went wrong in a call through the safe layer.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// A CUDA call failed, or the installed CUDA lacks the function or the library; the inner
     /// error names the function, the CUDA error's name, code and description.
-    #[error(transparent)]
-    Cuda(#[from] cuda_hostcb::Error),
+    Cuda(cuda_hostcb::Error),
 
     /// `Stream::launch` was given a one-shot closure for a stream that
     /// is capturing a graph, whose every launch would call it again.
-    #[error(
-        "Stream::launch takes a one-shot (FnOnce) closure, but the stream is capturing a graph \
-         that calls its host functions on every launch; use Stream::launch_fn with an \
-         Fn + Send + Sync closure"
-    )]
     CapturingStream,
 
     /// The stream's capture sequence was invalidated by an earlier failure.
-    #[error(
-        "the stream's capture was invalidated by an earlier failed call; end the capture, discard \
-         its graph and begin again"
-    )]
     CaptureInvalidated,
 
     /// A call of this crate was made inside a host callback (or a user-object destructor),
     /// where CUDA does not permit CUDA calls.
-    #[error(
-        "{operation} was called inside a host callback, where CUDA calls are not permitted; \
-         enqueue the work from an ordinary thread instead (e.g. after synchronising)"
-    )]
     InCallback {
         /// The refused call, e.g. `Stream::launch`.
         operation: &'static str,
     },
 
     /// A dependency passed to a graph belongs to another graph.
-    #[error(
-        "a dependency node belongs to another graph; pass only nodes that this graph's add_* \
-         methods returned"
-    )]
     ForeignNode,
 
     /// There is no device with this ordinal.
-    #[error(
-        "there is no CUDA device {ordinal}: the driver reports {count} device(s); pass an \
-         ordinal below {count}"
-    )]
     NoSuchDevice {
         /// The ordinal asked for.
         ordinal: usize,
@@ -57,16 +37,67 @@ pub enum Error {
     },
 
     /// `cuGraphExecUpdate` refused the update.
-    #[error(
-        "the executable graph cannot be updated from this graph ({reason}); instantiate the graph \
-         anew instead: {source}"
-    )]
     UpdateRejected {
         /// The `CUgraphExecUpdateResult` name, e.g. `CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED`.
         reason: &'static str,
         /// The failed call.
         source: cuda_hostcb::Error,
     },
+}
+
+// Written out rather than derived, so that the crate users build pulls in no proc-macro stack.
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Cuda(e) => e.fmt(f),
+            Error::CapturingStream => f.write_str(
+                "Stream::launch takes a one-shot (FnOnce) closure, but the stream is capturing a \
+                 graph that calls its host functions on every launch; use Stream::launch_fn with \
+                 an Fn + Send + Sync closure",
+            ),
+            Error::CaptureInvalidated => f.write_str(
+                "the stream's capture was invalidated by an earlier failed call; end the capture, \
+                 discard its graph and begin again",
+            ),
+            Error::InCallback { operation } => write!(
+                f,
+                "{operation} was called inside a host callback, where CUDA calls are not \
+                 permitted; enqueue the work from an ordinary thread instead (e.g. after \
+                 synchronising)"
+            ),
+            Error::ForeignNode => f.write_str(
+                "a dependency node belongs to another graph; pass only nodes that this graph's \
+                 add_* methods returned",
+            ),
+            Error::NoSuchDevice { ordinal, count } => write!(
+                f,
+                "there is no CUDA device {ordinal}: the driver reports {count} device(s); pass an \
+                 ordinal below {count}"
+            ),
+            Error::UpdateRejected { reason, source } => write!(
+                f,
+                "the executable graph cannot be updated from this graph ({reason}); instantiate \
+                 the graph anew instead: {source}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            // Transparent: the CUDA error's own source, as its message is this one's.
+            Error::Cuda(e) => std::error::Error::source(e),
+            Error::UpdateRejected { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<cuda_hostcb::Error> for Error {
+    fn from(error: cuda_hostcb::Error) -> Self {
+        Error::Cuda(error)
+    }
 }
 
 impl Error {

@@ -1,49 +1,65 @@
 //! Safe host callbacks over the generated bindings: Rust closures on streams and in graphs whose
 //! lifetime is right by construction, through capture and replay, with contained panics.
 //!
+//! ```toml
+//! [dependencies]
+//! cuda-hostcb-safe = "0.1"   # every target of cuda-hostcb
+//! ```
+//!
 //! # Targets
 //!
-//! One module per enabled CUDA toolkit target, like `cuda-hostcb`: [`ctk_13_0`] (feature
-//! `ctk-13-0`, the default), `ctk_12_9` (`ctk-12-9`) and `ctk_13_5` (`ctk-13-5`). Each has the
-//! same API ([`Context`](ctk_13_0::Context), [`Stream`](ctk_13_0::Stream),
-//! [`Graph`](ctk_13_0::Graph), [`GraphExec`](ctk_13_0::GraphExec),
-//! [`GraphNode`](ctk_13_0::GraphNode)) over that target's driver bindings, re-exported as `sys`.
+//! One module per CUDA toolkit target enabled on `cuda-hostcb`, named like its module there
+//! (`ctk_<major>_<minor>`). By default (feature `all-targets`) that is every target; for some
+//! only, depend on this crate with `default-features = false` and on `cuda-hostcb` with
+//! `default-features = false, features = ["ctk-<major>-<minor>", ...]`. Each module has the same
+//! API, `Context`, `Stream`, `Graph`, `GraphExec` and `GraphNode`, over that target's driver
+//! bindings, which it re-exports as `sys`; its documentation starts with an example that names
+//! it. The same program, written once for every enabled target through
+//! `cuda_hostcb::for_each_target!`:
 //!
 //! ```no_run
-//! # fn main() -> Result<(), cuda_hostcb_safe::Error> {
-//! use cuda_hostcb_safe::ctk_13_0::{Context, Graph, Stream};
+//! macro_rules! closures {
+//!     ($target:ident, $version:literal, $runtime_major:literal, [$($capability:ident)*]) => {{
+//!         use cuda_hostcb_safe::$target::{Context, Graph, Stream};
 //!
-//! let ctx = Context::primary(0)?;
-//! ctx.make_current()?;
-//! let stream = Stream::new(&ctx)?;
-//! stream.launch(|| println!("once, after the work before it"))?;
+//!         let ctx = Context::primary(0)?;
+//!         ctx.make_current()?;
+//!         let stream = Stream::new(&ctx)?;
+//!         stream.launch(|| println!("once, after the work before it"))?;
 //!
-//! let graph = Graph::new(&ctx)?;
-//! let first = graph.add_host_node(&[], || println!("every launch"))?;
-//! graph.add_host_node(&[first], || println!("then this"))?;
-//! let exec = graph.instantiate()?;
-//! drop(graph); // the executable keeps the closures alive
-//! exec.launch(&stream)?;
-//! stream.synchronize()?;
-//! # Ok(()) }
+//!         let graph = Graph::new(&ctx)?;
+//!         let first = graph.add_host_node(&[], || println!("every launch"))?;
+//!         graph.add_host_node(&[first], || println!("then this"))?;
+//!         let exec = graph.instantiate()?;
+//!         drop(graph); // the executable keeps the closures alive
+//!         exec.launch(&stream)?;
+//!         stream.synchronize()?;
+//!     }};
+//! }
+//!
+//! fn main() -> Result<(), cuda_hostcb_safe::Error> {
+//!     cuda_hostcb::for_each_target!(closures);
+//!     Ok(())
+//! }
 //! ```
 //!
 //! # Who owns a closure
 //!
-//! - [`Stream::launch`](ctk_13_0::Stream::launch) (`FnOnce`) on a stream that is not capturing:
-//!   the closure is boxed, called once by the stream, and dropped right after its call. On a
-//!   capturing stream it is refused ([`Error::CapturingStream`]): a captured host function runs on
-//!   every launch of the graph, so a one-shot closure cannot be captured honestly.
-//! - [`Stream::launch_fn`](ctk_13_0::Stream::launch_fn) (`Fn + Send + Sync`): on a plain stream
-//!   as above; on a capturing stream (found with `cuStreamGetCaptureInfo`, not asked of the
-//!   caller) the closure is owned by a CUDA user object moved into the graph being captured.
-//! - [`Graph::add_host_node`](ctk_13_0::Graph::add_host_node) (`Fn + Send + Sync`): owned by a
-//!   CUDA user object moved into the graph (`cuGraphRetainUserObject(.., CU_GRAPH_USER_OBJECT_MOVE)`).
-//!   CUDA copies that reference into clones and executables and holds it for in-flight launches,
-//!   so the closure lives as long as any of them and is dropped exactly once, by the user
-//!   object's destructor, after the last one goes.
-//! - The raw path stays: [`Stream::launch_raw`](ctk_13_0::Stream::launch_raw) and
-//!   [`Graph::add_host_node_raw`](ctk_13_0::Graph::add_host_node_raw) hand a caller-owned
+//! In each target module:
+//!
+//! - `Stream::launch` (`FnOnce`) on a stream that is not capturing: the closure is boxed, called
+//!   once by the stream, and dropped right after its call. On a capturing stream it is refused
+//!   ([`Error::CapturingStream`]): a captured host function runs on every launch of the graph, so
+//!   a one-shot closure cannot be captured honestly.
+//! - `Stream::launch_fn` (`Fn + Send + Sync`): on a plain stream as above; on a capturing stream
+//!   (found with `cuStreamGetCaptureInfo`, not asked of the caller) the closure is owned by a CUDA
+//!   user object moved into the graph being captured.
+//! - `Graph::add_host_node` (`Fn + Send + Sync`): owned by a CUDA user object moved into the graph
+//!   (`cuGraphRetainUserObject(.., CU_GRAPH_USER_OBJECT_MOVE)`). CUDA copies that reference into
+//!   clones and executables and holds it for in-flight launches, so the closure lives as long as
+//!   any of them and is dropped exactly once, by the user object's destructor, after the last one
+//!   goes.
+//! - The raw path stays: `Stream::launch_raw` and `Graph::add_host_node_raw` hand a caller-owned
 //!   pointer and an `extern "C"` function to CUDA unchanged.
 //!
 //! # Inside a callback
@@ -57,13 +73,11 @@
 //!
 //! # Threads and contexts
 //!
-//! Driver calls use the calling thread's current context: call
-//! [`Context::make_current`](ctk_13_0::Context::make_current) once on each thread that launches
-//! work. Constructors ([`Stream::new`](ctk_13_0::Stream::new), [`Graph::instantiate`](ctk_13_0::Graph::instantiate))
-//! select their context themselves. Handles keep their context alive. [`Stream`](ctk_13_0::Stream),
-//! [`Graph`](ctk_13_0::Graph) and [`GraphExec`](ctk_13_0::GraphExec) are `Send` but not `Sync`
-//! (CUDA graphs are not internally synchronised; a stream's capture state is checked and used in
-//! one step); [`Context`](ctk_13_0::Context) is both.
+//! Driver calls use the calling thread's current context: call `Context::make_current` once on
+//! each thread that launches work. Constructors (`Stream::new`, `Graph::instantiate`) select
+//! their context themselves. Handles keep their context alive. `Stream`, `Graph` and `GraphExec`
+//! are `Send` but not `Sync` (CUDA graphs are not internally synchronised; a stream's capture
+//! state is checked and used in one step); `Context` is both.
 
 // Without a target the callback machinery has no user; the workspace's own builds enable every
 // target, so these lints still run there.
@@ -84,7 +98,32 @@ pub use panic::{
 /// compiling the same source (`src/target/`) over that target's driver bindings.
 macro_rules! safe_target {
     ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
-        #[doc = concat!("The safe layer over the bindings generated from the CTK ", $version, " headers.")]
+        #[doc = concat!("The safe layer over the bindings generated from the CTK ", $version, " headers: ")]
+        #[doc = concat!("[`Context`](crate::", stringify!($target), "::Context), ")]
+        #[doc = concat!("[`Stream`](crate::", stringify!($target), "::Stream), ")]
+        #[doc = concat!("[`Graph`](crate::", stringify!($target), "::Graph), ")]
+        #[doc = concat!("[`GraphExec`](crate::", stringify!($target), "::GraphExec) and ")]
+        #[doc = concat!("[`GraphNode`](crate::", stringify!($target), "::GraphNode), over ")]
+        #[doc = concat!("[`sys`](crate::", stringify!($target), "::sys), the driver bindings of `cuda_hostcb::", stringify!($target), "`.")]
+        ///
+        /// ```no_run
+        /// # fn main() -> Result<(), cuda_hostcb_safe::Error> {
+        #[doc = concat!("use cuda_hostcb_safe::", stringify!($target), "::{Context, Graph, Stream};")]
+        ///
+        /// let ctx = Context::primary(0)?;
+        /// ctx.make_current()?;
+        /// let stream = Stream::new(&ctx)?;
+        /// stream.launch(|| println!("once"))?; // FnOnce: dropped right after its call
+        /// let graph = Graph::new(&ctx)?;
+        /// graph.add_host_node(&[], || println!("every launch"))?; // Fn: owned by a CUDA user object
+        /// let exec = graph.instantiate()?;
+        /// drop(graph); // the executable keeps the closure alive
+        /// exec.launch(&stream)?;
+        /// stream.synchronize()?;
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// See the [crate documentation](crate) for who owns each closure.
         #[path = "target"]
         #[allow(
             clippy::duplicate_mod,

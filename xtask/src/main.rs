@@ -24,12 +24,18 @@ use hostcb_generator::emit::{self, Mode, TreeReport};
 use hostcb_generator::inputs::Lock;
 use hostcb_generator::pipeline::{self, Generated, Options};
 use hostcb_generator::target::spelled;
-use hostcb_seal::{CTK_PLACEHOLDER, VerifyOptions, VerifyRoot};
+use hostcb_seal::{CTK_PLACEHOLDER, Source, VerifyOptions, VerifyRoot};
 
 #[derive(Parser)]
 #[command(
     name = "cargo xtask",
-    about = "Maintenance commands of the CUDA host-callback bindings"
+    bin_name = "cargo xtask",
+    version,
+    about = "Maintenance commands of the CUDA host-callback bindings",
+    after_help = "Exit status: 0 on success; 1 on a failure, after one `error:` line that says \
+                  what is wrong and what to do (verify: a seal fails; check: output is stale); \
+                  2 on a usage error. diff reports differences and exits 0 whether or not the \
+                  targets differ."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -54,6 +60,12 @@ enum Command {
     Verify {
         /// Files or folders to check.
         paths: Vec<PathBuf>,
+        /// Check git's index (what the next commit will contain) instead of the work tree.
+        #[arg(long)]
+        staged: bool,
+        /// Accept that a file sealed in HEAD is gone (a dropped target): noted, not failed.
+        #[arg(long)]
+        allow_deletions: bool,
     },
     /// Run everything CI checks: fmt, verify, check, clippy, docs and every test.
     Test,
@@ -66,7 +78,8 @@ enum Command {
         ctk: String,
     },
     /// Compare the models of two pinned targets (any of generator/inputs.lock): functions, ABI
-    /// versions, signatures, types, fields and enum values added, removed or changed.
+    /// versions, signatures, types, fields and enum values added, removed or changed. Exits 0
+    /// whether or not they differ.
     Diff {
         /// The older target, MAJOR.MINOR.
         a: String,
@@ -152,7 +165,23 @@ fn run(command: Command) -> anyhow::Result<()> {
             cuda_home,
             out,
         } => regen(load()?, &ctk, cuda_home, out),
-        Command::Verify { paths } => verify(&root, paths),
+        Command::Verify {
+            paths,
+            staged,
+            allow_deletions,
+        } => {
+            let options = VerifyOptions {
+                source: if staged {
+                    Source::Index
+                } else {
+                    Source::WorkTree
+                },
+                allow_deletions: allow_deletions
+                    || std::env::var_os(hostcb_seal::ALLOW_DELETIONS_ENV).is_some_and(|v| v == "1"),
+                ..verify_options()
+            };
+            verify(&root, paths, &options)
+        }
         Command::Check { ctk } => check(&load()?, &ctk),
         Command::Pin { ctk } => pin::run(&load()?, &ctk),
         Command::Diff { a, b } => diff(&load()?, &a, &b),
@@ -271,11 +300,11 @@ fn is_generated_crate(dir: &Path) -> anyhow::Result<bool> {
 }
 
 /// Needs only the target list: no lock, templates or inputs.
-fn verify(root: &Path, paths: Vec<PathBuf>) -> anyhow::Result<()> {
+fn verify(root: &Path, paths: Vec<PathBuf>, options: &VerifyOptions) -> anyhow::Result<()> {
     let targets = Config::listed_targets(root)?;
     let roots = verify_roots(&root.join("generated"), &targets, paths);
     // The report lists each failure on its own line, then a summary; the same as `hostcb-seal verify`.
-    hostcb_seal::run_verify(&roots, &verify_options(), &mut std::io::stderr())?;
+    hostcb_seal::run_verify(&roots, options, &mut std::io::stderr())?;
     Ok(())
 }
 
@@ -309,6 +338,7 @@ fn verify_options() -> VerifyOptions {
     VerifyOptions {
         regen_command: format!("cargo xtask regen --ctk {CTK_PLACEHOLDER}"),
         temp_prefix: Some(emit::TEMP_PREFIX.to_owned()),
+        ..VerifyOptions::default()
     }
 }
 

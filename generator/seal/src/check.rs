@@ -20,8 +20,7 @@ pub struct SealInfo {
 }
 
 /// Why a file's seal does not check.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}; {}", self.what(), self.fix("the file's generator"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SealProblem {
     /// No line contains the marker.
     Missing,
@@ -44,6 +43,9 @@ pub enum SealProblem {
         /// The format number it names.
         format: u32,
     },
+    /// The file's line endings were converted to CRLF after it was sealed (a checkout with
+    /// `core.autocrlf`, or an editor): with each `\r\n` turned back into `\n` the seal checks.
+    LineEndings,
     /// The file was edited after it was sealed.
     Mismatch {
         /// The digest the seal records.
@@ -52,6 +54,16 @@ pub enum SealProblem {
         actual: String,
     },
 }
+
+// Written out rather than derived (thiserror), so that `cargo install hostcb-seal-cli` builds no
+// proc-macro stack.
+impl fmt::Display for SealProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; {}", self.what(), self.fix("the file's generator"))
+    }
+}
+
+impl std::error::Error for SealProblem {}
 
 impl SealProblem {
     /// What is wrong, without what to do about it.
@@ -71,6 +83,8 @@ impl SealProblem {
             Self::UnsupportedFormat { line, format } => format!(
                 "seal on line {line} has format={format}, but this hostcb-seal reads only format={FORMAT}"
             ),
+            Self::LineEndings => "line endings changed after sealing: it has CRLF (`\\r\\n`) line endings where the sealed file has LF, as a checkout with core.autocrlf or eol=crlf writes them"
+                .to_owned(),
             Self::Mismatch { recorded, actual } => format!(
                 "edited after sealing: recorded sha256 {}, actual {}",
                 Abbrev(recorded),
@@ -85,10 +99,14 @@ impl SealProblem {
             Self::UnsupportedFormat { .. } => {
                 format!("update hostcb-seal, or regenerate with {regen}")
             }
+            Self::LineEndings => LINE_ENDINGS_FIX.to_owned(),
             _ => format!("regenerate with {regen}"),
         }
     }
 }
+
+/// What to do about converted line endings: nothing needs regenerating.
+const LINE_ENDINGS_FIX: &str = "mark the sealed files `-text` in .gitattributes (a line such as `<folder>/** -text`) so that git never converts them, then check them out again (delete them and `git checkout -- <path>`)";
 
 /// A digest shortened for messages.
 struct Abbrev<'a>(&'a str);
@@ -133,6 +151,9 @@ pub fn check_contents(bytes: &[u8]) -> Result<SealInfo, SealProblem> {
     })?;
     let actual = line::sha256_hex(&[&bytes[..span.start], &bytes[span.end..]]);
     if actual != parsed.sha256 {
+        if crlf_converted(bytes) {
+            return Err(SealProblem::LineEndings);
+        }
         return Err(SealProblem::Mismatch {
             recorded: parsed.sha256,
             actual,
@@ -144,6 +165,23 @@ pub fn check_contents(bytes: &[u8]) -> Result<SealInfo, SealProblem> {
         sha256: parsed.sha256,
         line: number,
     })
+}
+
+/// Whether `bytes` have CRLF line endings and check once each `\r\n` is `\n` again: the
+/// sealed file was LF, and only its line endings changed.
+fn crlf_converted(bytes: &[u8]) -> bool {
+    if !bytes.windows(2).any(|pair| pair == b"\r\n") {
+        return false;
+    }
+    let mut lf = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while let Some(at) = rest.windows(2).position(|pair| pair == b"\r\n") {
+        lf.extend_from_slice(&rest[..at]);
+        lf.push(b'\n');
+        rest = &rest[at + 2..];
+    }
+    lf.extend_from_slice(rest);
+    check_contents(&lf).is_ok()
 }
 
 /// The target recorded by the one seal line of `bytes`, if there is exactly one and it parses,

@@ -7,20 +7,37 @@ use std::time::Instant;
 use crate::verify::{VerifyError, VerifyOptions, VerifyReport, VerifyRoot, verify_roots};
 
 /// Why a verify command fails.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub enum CommandError {
     /// Verification could not run to the end.
-    #[error(transparent)]
-    Verify(#[from] VerifyError),
+    Verify(VerifyError),
     /// Verification ran and some files failed; each was listed in the report.
-    #[error("{count} sealed file(s) failed verification")]
     Failed {
         /// How many files failed.
         count: usize,
     },
     /// The report could not be written.
-    #[error("cannot write the report: {0}")]
     Write(io::Error),
+}
+
+// Written out rather than derived (thiserror), so that `cargo install hostcb-seal-cli` builds no
+// proc-macro stack.
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Verify(error) => error.fmt(f),
+            Self::Failed { count } => write!(f, "{count} sealed file(s) failed verification"),
+            Self::Write(error) => write!(f, "cannot write the report: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+impl From<VerifyError> for CommandError {
+    fn from(error: VerifyError) -> Self {
+        Self::Verify(error)
+    }
 }
 
 /// Runs [`verify_roots`] and writes its report to `out`: one line per failure, then one per note,

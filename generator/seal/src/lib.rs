@@ -24,8 +24,15 @@
 //!
 //! The digest is over the exact bytes: nothing is normalised. A checkout that converts line
 //! endings (`core.autocrlf`) changes the bytes and so breaks the seal; mark generated files
-//! `-text` or `eol=lf` in `.gitattributes`. A `\r` before the seal line's `\n` is part of the
+//! `-text` in `.gitattributes`. A file whose seal checks once its CRLF line endings are LF again
+//! fails as [`SealProblem::LineEndings`], which names that remedy, not as an edit. A `\r` before the seal line's `\n` is part of the
 //! seal line: [`seal`] ends the seal line the way the header line ends, so CRLF files round-trip.
+//!
+//! # The work tree or the index
+//!
+//! [`verify_roots`] reads the work tree by default; with [`Source::Index`] it reads git's index,
+//! what the next commit will contain, which is what a pre-commit hook must check
+//! (`hostcb-seal verify --staged`).
 //!
 //! # What a seal proves
 //!
@@ -35,6 +42,7 @@
 mod check;
 mod command;
 mod git;
+mod index;
 mod line;
 pub mod sources;
 mod verify;
@@ -43,8 +51,9 @@ mod write;
 pub use check::{SealInfo, SealProblem, check_contents};
 pub use command::{CommandError, run_verify};
 pub use verify::{
-    CTK_PLACEHOLDER, Failure, Problem, VerifyError, VerifyOptions, VerifyReport, VerifyRoot,
-    verify_paths, verify_paths_with, verify_roots, verify_tree,
+    ALLOW_DELETIONS_ENV, ALLOW_DELETIONS_FLAG, CTK_PLACEHOLDER, Failure, Problem, Source,
+    VerifyError, VerifyOptions, VerifyReport, VerifyRoot, verify_paths, verify_paths_with,
+    verify_roots, verify_tree,
 };
 pub use write::{SealError, seal};
 

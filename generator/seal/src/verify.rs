@@ -1,7 +1,8 @@
 //! Verifying a tree: every file with the marker must carry a valid seal for the target its folder
 //! names, every file the caller expects must be there, nothing in the tree may be a symbolic link
 //! or a special file, and a file whose committed version (HEAD) was sealed must neither have lost
-//! its seal nor be gone.
+//! its seal nor be gone (unless deletions are allowed). The tree is the work tree, or git's index
+//! ([`Source::Index`], in `crate::index`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -15,6 +16,26 @@ use crate::git::{self, Unavailable};
 /// The placeholder in [`VerifyOptions::regen_command`] replaced by the failing file's target.
 pub const CTK_PLACEHOLDER: &str = "{ctk}";
 
+/// The flag of `hostcb-seal verify` (and `cargo xtask verify`) that sets
+/// [`VerifyOptions::allow_deletions`]; failures of deleted files name it.
+pub const ALLOW_DELETIONS_FLAG: &str = "--allow-deletions";
+
+/// The environment variable that, set to `1`, stands for [`ALLOW_DELETIONS_FLAG`] where no flag
+/// can be passed: a hook run by `git commit`.
+pub const ALLOW_DELETIONS_ENV: &str = "HOSTCB_SEAL_ALLOW_DELETIONS";
+
+/// Which version of each file is verified.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Source {
+    /// The files as they are on disk.
+    #[default]
+    WorkTree,
+    /// The files as git's index holds them: what the next commit will contain, whatever the work
+    /// tree holds (`git ls-files --stage`, the blobs read with `git cat-file`). A pre-commit hook
+    /// verifies this.
+    Index,
+}
+
 /// How [`verify_paths_with`] reports and what it tells people to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyOptions {
@@ -26,24 +47,34 @@ pub struct VerifyOptions {
     /// interrupted regeneration: never opened, only listed in [`VerifyReport::temporaries`] and
     /// noted. `None` treats them like any other file.
     pub temp_prefix: Option<String>,
+    /// The work tree or the index.
+    pub source: Source,
+    /// Whether a file that HEAD has sealed may be gone (from the work tree, or from the index with
+    /// [`Source::Index`]): each is then a note, not a failure. For a deletion that is meant, such
+    /// as a target that was dropped.
+    pub allow_deletions: bool,
 }
 
 impl Default for VerifyOptions {
+    /// A fix hint that names no command (each repository regenerates its own way), the
+    /// `.regen-` temporaries of this project's generator, the work tree, deletions refused.
     fn default() -> Self {
         Self {
-            regen_command: format!("cargo xtask regen --ctk {CTK_PLACEHOLDER}"),
+            regen_command: format!("the generator that wrote it (target {CTK_PLACEHOLDER})"),
             temp_prefix: Some(".regen-".to_owned()),
+            source: Source::WorkTree,
+            allow_deletions: false,
         }
     }
 }
 
 impl VerifyOptions {
     /// The regeneration command for the target `ctk`.
-    fn regen(&self, ctk: &str) -> String {
+    pub(crate) fn regen(&self, ctk: &str) -> String {
         self.regen_command.replace(CTK_PLACEHOLDER, ctk)
     }
 
-    fn is_temporary(&self, name: &std::ffi::OsStr) -> bool {
+    pub(crate) fn is_temporary(&self, name: &std::ffi::OsStr) -> bool {
         self.temp_prefix
             .as_deref()
             .is_some_and(|prefix| name.as_encoded_bytes().starts_with(prefix.as_bytes()))
@@ -77,8 +108,7 @@ impl VerifyRoot {
 }
 
 /// Why one file failed verification.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}; {}", self.what(), self.fix("the file's generator"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
     /// The file contains the marker but its seal does not check.
     Seal(SealProblem),
@@ -94,6 +124,11 @@ pub enum Problem {
     Missing,
     /// The committed version (HEAD) has this file sealed, the work tree has no such file.
     Deleted,
+    /// The committed version (HEAD) has this file sealed, the index has no such file: the commit
+    /// would delete it (`git rm`, `git rm --cached`).
+    DeletedInIndex,
+    /// The index holds an unresolved merge conflict for this file.
+    Unmerged,
     /// The seal is valid but records another target than the folder holding the file names.
     WrongTarget {
         /// The target the seal records.
@@ -104,6 +139,16 @@ pub enum Problem {
         expected: String,
     },
 }
+
+// Written out rather than derived (thiserror), so that `cargo install hostcb-seal-cli` builds no
+// proc-macro stack.
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; {}", self.what(), self.fix("the file's generator"))
+    }
+}
+
+impl std::error::Error for Problem {}
 
 impl Problem {
     fn what(&self) -> String {
@@ -121,6 +166,11 @@ impl Problem {
                 "is missing: the committed version (HEAD) has it sealed, the work tree has no such file"
                     .to_owned()
             }
+            Self::DeletedInIndex => {
+                "is deleted in the index: the committed version (HEAD) has it sealed, and the commit would delete it"
+                    .to_owned()
+            }
+            Self::Unmerged => "has an unresolved merge conflict in the index".to_owned(),
             Self::WrongTarget {
                 seal,
                 folder,
@@ -141,7 +191,13 @@ impl Problem {
                 )
             }
             Self::Deleted => format!(
-                "regenerate with {regen} (or commit the deletion if the file is meant to go)"
+                "regenerate with {regen}, or `git restore` it; if the deletion is intended, verify with {ALLOW_DELETIONS_FLAG} (in a git hook: {ALLOW_DELETIONS_ENV}=1 git commit ...)"
+            ),
+            Self::DeletedInIndex => format!(
+                "restore it (`git restore --staged --worktree -- <path>`) or regenerate with {regen} and `git add` it; if the deletion is intended, verify with {ALLOW_DELETIONS_FLAG} (in a git hook: {ALLOW_DELETIONS_ENV}=1 git commit ...)"
+            ),
+            Self::Unmerged => format!(
+                "resolve the conflict by regenerating with {regen}, then `git add` the file"
             ),
             Self::Missing | Self::WrongTarget { .. } => format!("regenerate with {regen}"),
         }
@@ -153,6 +209,8 @@ impl Problem {
 pub struct Failure {
     /// The file, spelled from the path it was found under.
     pub path: PathBuf,
+    /// Where the failing version is: the work tree, or the index (shown as `(staged)`).
+    pub source: Source,
     /// What is wrong with it.
     pub problem: Problem,
     /// What to do about it.
@@ -161,9 +219,13 @@ pub struct Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let staged = match self.source {
+            Source::WorkTree => "",
+            Source::Index => " (staged)",
+        };
         write!(
             f,
-            "{}: {}; {}",
+            "{}{staged}: {}; {}",
             self.path.display(),
             self.problem.what(),
             self.fix
@@ -174,6 +236,8 @@ impl fmt::Display for Failure {
 /// What [`verify_paths`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VerifyReport {
+    /// Whether the work tree or the index was verified.
+    pub source: Source,
     /// Files that contain the marker, or are expected to, and were checked (including those that
     /// failed), sorted.
     pub checked: Vec<PathBuf>,
@@ -205,9 +269,13 @@ impl fmt::Display for VerifyReport {
         for note in &self.notes {
             writeln!(f, "note: {note}")?;
         }
+        let place = match self.source {
+            Source::WorkTree => "",
+            Source::Index => " in the index",
+        };
         write!(
             f,
-            "{} sealed file(s) checked, {} hand-written file(s) skipped, {} failure(s)",
+            "{} sealed file(s) checked{place}, {} hand-written file(s) skipped, {} failure(s)",
             self.checked.len(),
             self.hand_written.len(),
             self.failures.len()
@@ -216,17 +284,42 @@ impl fmt::Display for VerifyReport {
 }
 
 /// Why verification could not run to the end.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub enum VerifyError {
     /// A path could not be read.
-    #[error("cannot read {}: {error}; check that the path exists and is readable", path.display())]
     Io {
         /// The path.
         path: PathBuf,
         /// The error reading it.
         error: io::Error,
     },
+    /// [`Source::Index`] was asked for, but git's index of a path could not be read.
+    Index {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
 }
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io { path, error } => write!(
+                f,
+                "cannot read {}: {error}; check that the path exists and is readable",
+                path.display()
+            ),
+            Self::Index { path, why } => write!(
+                f,
+                "cannot verify the git index for {}: {why}; run it inside a git work tree, or verify the work tree (without --staged)",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for VerifyError {}
 
 /// Verifies the seals of the files at `paths`, with [`VerifyOptions::default`].
 ///
@@ -276,10 +369,21 @@ pub fn verify_tree(
 ///   [`VerifyReport::notes`].
 ///
 /// Each failing file is reported once, with its first problem.
+///
+/// With [`Source::Index`], the same checks run on the index's version of each file (its tracked
+/// files under each root, named as if in the work tree), and a file that HEAD has sealed but the
+/// index lacks fails as [`Problem::DeletedInIndex`]. Symbolic links in the index fail; submodules
+/// are skipped. A root that is not in a git work tree is an error.
+///
+/// With [`VerifyOptions::allow_deletions`], a file that HEAD has sealed and that is gone is a note
+/// instead of a failure.
 pub fn verify_roots(
     roots: &[VerifyRoot],
     options: &VerifyOptions,
 ) -> Result<VerifyReport, VerifyError> {
+    if options.source == Source::Index {
+        return crate::index::verify_index(roots, options);
+    }
     let mut report = VerifyReport::default();
     let mut failures: BTreeMap<PathBuf, Failure> = BTreeMap::new();
     let mut fail = |path: PathBuf, problem: Problem, ctk: String| {
@@ -366,6 +470,10 @@ pub fn verify_roots(
 
     for (path, problem) in head_checks(roots, &dir_roots, &hand_written, options, &mut report.notes)
     {
+        if problem == Problem::Deleted && options.allow_deletions {
+            report.notes.push(deletion_allowed(&path));
+            continue;
+        }
         let ctk = target_of(&path, None);
         fail(path, problem, ctk);
     }
@@ -374,12 +482,35 @@ pub fn verify_roots(
     Ok(report)
 }
 
-fn failure(path: PathBuf, problem: Problem, ctk: &str, options: &VerifyOptions) -> Failure {
-    let fix = problem.fix(&options.regen(ctk));
-    Failure { path, problem, fix }
+pub(crate) fn failure(
+    path: PathBuf,
+    problem: Problem,
+    ctk: &str,
+    options: &VerifyOptions,
+) -> Failure {
+    let mut fix = problem.fix(&options.regen(ctk));
+    let staged_again = matches!(problem, Problem::Seal(ref seal) if *seal != SealProblem::LineEndings)
+        || matches!(problem, Problem::LostSeal | Problem::WrongTarget { .. });
+    if options.source == Source::Index && staged_again {
+        fix.push_str(", then `git add` it");
+    }
+    Failure {
+        path,
+        source: options.source,
+        problem,
+        fix,
+    }
 }
 
-fn io_error(path: &Path, error: io::Error) -> VerifyError {
+/// The note for a deleted file that HEAD has sealed, under [`VerifyOptions::allow_deletions`].
+pub(crate) fn deletion_allowed(path: &Path) -> String {
+    format!(
+        "{}: deleted, though the committed version (HEAD) has it sealed: allowed by {ALLOW_DELETIONS_FLAG}",
+        path.display()
+    )
+}
+
+pub(crate) fn io_error(path: &Path, error: io::Error) -> VerifyError {
     VerifyError::Io {
         path: path.to_owned(),
         error,
@@ -387,7 +518,7 @@ fn io_error(path: &Path, error: io::Error) -> VerifyError {
 }
 
 /// Whether `error` says that the path does not exist (or a folder on the way is a file).
-fn is_absent(error: &io::Error) -> bool {
+pub(crate) fn is_absent(error: &io::Error) -> bool {
     matches!(
         error.kind(),
         io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
@@ -396,7 +527,7 @@ fn is_absent(error: &io::Error) -> bool {
 
 /// The target to regenerate `path` with: the one its folder names, else the one its seal
 /// records, else `all`.
-fn target_of(path: &Path, bytes: Option<&[u8]>) -> String {
+pub(crate) fn target_of(path: &Path, bytes: Option<&[u8]>) -> String {
     folder_target(path)
         .map(|(_, ctk)| ctk)
         .or_else(|| bytes.and_then(seal_ctk))
@@ -405,7 +536,7 @@ fn target_of(path: &Path, bytes: Option<&[u8]>) -> String {
 
 /// The folder holding `path`, if it is named `ctk_<major>_<minor>`, and that target,
 /// `<major>.<minor>`.
-fn folder_target(path: &Path) -> Option<(String, String)> {
+pub(crate) fn folder_target(path: &Path) -> Option<(String, String)> {
     let parent = path.parent().unwrap_or(Path::new(""));
     let name = match parent.components().next_back() {
         Some(Component::Normal(name)) => name.to_owned(),
@@ -488,7 +619,7 @@ fn read_regular(path: &Path) -> io::Result<Result<Vec<u8>, &'static str>> {
 }
 
 /// Whether a directory named `name` is skipped by the walk.
-fn is_skipped_dir(name: &std::ffi::OsStr) -> bool {
+pub(crate) fn is_skipped_dir(name: &std::ffi::OsStr) -> bool {
     name == "target" || name.as_encoded_bytes().starts_with(b".")
 }
 

@@ -4,30 +4,46 @@ use crate::line::{self, PREFIXES};
 use crate::{MARKER, check};
 
 /// Why a file could not be sealed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SealError {
     /// The comment leader is not one a seal line may start with.
-    #[error("unknown comment leader `{0}`; seal lines start with `//` or `#`")]
     UnknownPrefix(String),
     /// The target is not `<major>.<minor>` or `all`.
-    #[error(
-        "invalid ctk `{0}`; pass the CUDA toolkit target as `<major>.<minor>` (like 12.9) or `all`"
-    )]
     InvalidCtk(String),
     /// There is no header line to put the seal after.
-    #[error(
-        "the text has no complete first line; start generated text with a header line ending in a newline"
-    )]
     NoHeaderLine,
     /// The text already contains the marker.
-    #[error(
-        "the text already contains `{MARKER}` on line {line}; seal the unsealed text, and keep the marker out of generated content"
-    )]
     AlreadySealed {
         /// The 1-based line of the first occurrence.
         line: usize,
     },
 }
+
+// Written out rather than derived (thiserror), so that `cargo install hostcb-seal-cli` builds no
+// proc-macro stack.
+impl std::fmt::Display for SealError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownPrefix(prefix) => write!(
+                f,
+                "unknown comment leader `{prefix}`; seal lines start with `//` or `#`"
+            ),
+            Self::InvalidCtk(ctk) => write!(
+                f,
+                "invalid ctk `{ctk}`; pass the CUDA toolkit target as `<major>.<minor>` (like 12.9) or `all`"
+            ),
+            Self::NoHeaderLine => f.write_str(
+                "the text has no complete first line; start generated text with a header line ending in a newline",
+            ),
+            Self::AlreadySealed { line } => write!(
+                f,
+                "the text already contains `{MARKER}` on line {line}; seal the unsealed text, and keep the marker out of generated content"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SealError {}
 
 /// Seals `unsealed`: inserts the seal line right after its first line (the header line).
 ///

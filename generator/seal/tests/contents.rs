@@ -64,9 +64,33 @@ fn round_trip_keeps_crlf_line_endings() {
 #[test]
 fn digest_is_over_exact_bytes() {
     let sealed = seal("// header\nfn f() {}\n", "13.0", "//").unwrap();
+    // Converted line endings fail, and are named as such.
     let converted = sealed.replace('\n', "\r\n");
-    assert!(matches!(
+    assert_eq!(
         check_contents(converted.as_bytes()),
+        Err(SealProblem::LineEndings)
+    );
+    let problem = SealProblem::LineEndings.to_string();
+    assert!(
+        problem.starts_with("line endings changed after sealing"),
+        "{problem}"
+    );
+    assert!(problem.contains("`-text` in .gitattributes"), "{problem}");
+    // One line converted is a conversion too; converted and edited is an edit.
+    let one = sealed.replacen("fn f() {}\n", "fn f() {}\r\n", 1);
+    assert_eq!(
+        check_contents(one.as_bytes()),
+        Err(SealProblem::LineEndings)
+    );
+    let edited = converted.replace("fn f", "fn g");
+    assert!(matches!(
+        check_contents(edited.as_bytes()),
+        Err(SealProblem::Mismatch { .. })
+    ));
+    // A file sealed with CRLF, then edited, is an edit, not a conversion.
+    let crlf = seal("// header\r\nfn f() {}\r\n", "13.0", "//").unwrap();
+    assert!(matches!(
+        check_contents(crlf.replace("fn f", "fn g").as_bytes()),
         Err(SealProblem::Mismatch { .. })
     ));
 }

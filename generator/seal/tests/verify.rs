@@ -111,7 +111,7 @@ fn verifies_a_mixed_tree() {
     );
     // No folder names the target: the fix names the one the seal records.
     assert!(
-        line.ends_with("; regenerate with cargo xtask regen --ctk 12.9"),
+        line.ends_with("; regenerate with the generator that wrote it (target 12.9)"),
         "{line}"
     );
     // A temporary directory is not in a git work tree: the lost-seal check is noted as skipped.
@@ -211,7 +211,7 @@ fn a_committed_sealed_file_that_lost_its_seal_fails() {
             "{line}"
         );
         assert!(
-            line.contains("regenerate with cargo xtask regen --ctk all"),
+            line.contains("regenerate with the generator that wrote it (target all)"),
             "{line}"
         );
     }
@@ -305,7 +305,7 @@ fn a_sealed_file_replaced_by_a_symlink_to_an_edited_copy_fails() {
         lines[0].starts_with(&format!("{}: is a symbolic link", link.display())),
         "{report}"
     );
-    assert!(lines[0].contains("--ctk 12.9"), "{report}");
+    assert!(lines[0].contains("(target 12.9)"), "{report}");
     assert!(
         lines[1].starts_with(&format!(
             "{}: is a symbolic link",
@@ -363,7 +363,7 @@ fn a_fifo_or_device_given_directly_fails_promptly() {
         line.starts_with(&format!("{}: is a FIFO", fifo.display())),
         "{line}"
     );
-    assert!(line.contains("--ctk 13.0"), "{line}");
+    assert!(line.contains("(target 13.0)"), "{line}");
 }
 
 #[test]
@@ -403,7 +403,7 @@ fn a_seal_for_another_target_fails_in_a_target_folder() {
         "{line}"
     );
     assert!(
-        line.ends_with("regenerate with cargo xtask regen --ctk 12.9"),
+        line.ends_with("regenerate with the generator that wrote it (target 12.9)"),
         "{line}"
     );
     assert_eq!(
@@ -484,7 +484,7 @@ fn a_missing_expected_file_fails() {
     assert_eq!(
         lines[0],
         format!(
-            "{}: has no seal line (no `{}` line); regenerate with cargo xtask regen --ctk 12.9",
+            "{}: has no seal line (no `{}` line); regenerate with the generator that wrote it (target 12.9)",
             root.join("ctk_12_9/notes.rs").display(),
             marker()
         )
@@ -493,13 +493,13 @@ fn a_missing_expected_file_fails() {
         lines[1],
         format!(
             "{}: is missing: it is one of the sealed files expected here; \
-             regenerate with cargo xtask regen --ctk 12.9",
+             regenerate with the generator that wrote it (target 12.9)",
             root.join("ctk_12_9/runtime.rs").display()
         )
     );
     assert_eq!(report.failures[2].path, root.join("ctk_13_0/driver.rs"));
     assert_eq!(report.failures[2].problem, Problem::Missing);
-    assert!(lines[2].ends_with("--ctk 13.0"), "{report}");
+    assert!(lines[2].ends_with("(target 13.0)"), "{report}");
     assert_eq!(
         report.checked,
         [
