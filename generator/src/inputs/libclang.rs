@@ -1,13 +1,31 @@
 //! The libclang bindgen loads: a `LIBCLANG_PATH` override, and the clang arguments that stand in
 //! for the resource headers the pinned libclang lacks.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{InputError, Libclang, Provenance, sha256_file};
+use super::error::InputError;
+use super::files::sha256_file;
+use super::lock::Provenance;
 
 /// The version of the pinned libclang wheel.
 pub const LIBCLANG_VERSION: &str = "18.1.1";
+
+/// The libclang that bindgen loads, and what clang needs besides it.
+#[derive(Clone, Debug)]
+pub struct Libclang {
+    /// The folder to put in `LIBCLANG_PATH` (or the path `LIBCLANG_PATH` already held).
+    pub dir: PathBuf,
+    /// The libclang version: [`LIBCLANG_VERSION`] for the pinned one, `"unknown"` for an override.
+    pub version: String,
+    /// Extra clang arguments: `-isystem <gcc's include folder>`, since the pinned libclang ships no
+    /// resource headers such as `<stddef.h>`.
+    pub clang_args: Vec<String>,
+    /// Where it came from.
+    pub source: Provenance,
+    /// Set when `LIBCLANG_PATH` overrides the pinned libclang: a warning for the user.
+    pub warning: Option<String>,
+}
 
 /// `-isystem <dir>` with `dir` from `gcc -print-file-name=include`: gcc's own `<stddef.h>`,
 /// `<stdarg.h>` and friends, which the pinned libclang does not ship.
