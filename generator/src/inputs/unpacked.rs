@@ -11,7 +11,7 @@
 //!
 //! Several processes share one cache (two CI jobs, two checkouts under one
 //! `$HOSTCB_INPUTS_CACHE`). Checking needs no lock. Making or replacing a tree takes an exclusive
-//! lock on `<tree>.lock` and checks the tree again under it, so only one process unpacks a tree,
+//! lock on `<cache>/locks/<key>.lock` and checks the tree again under it, so only one process unpacks a tree,
 //! and a problem is reported only when it is still there under the lock: a tree that another
 //! process was swapping while this one checked it is never reported.
 //!
@@ -73,9 +73,13 @@ impl Tree {
             return Ok(Tree { root, files });
         }
         let parent = root.parent().unwrap_or(Path::new(".")).to_owned();
-        let mut lock_path = root.clone().into_os_string();
-        lock_path.push(".lock");
-        let lock_path = PathBuf::from(lock_path);
+        // `<cache>/locks/<key>.lock`: beside the cache's folders, not among the trees.
+        let key = root.file_name().unwrap_or_default().to_string_lossy();
+        let lock_path = parent
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("locks")
+            .join(format!("{key}.lock"));
         let lock = lock_file(&lock_path)?;
         lock.lock().map_err(InputError::io(&lock_path))?;
         // Another process may have made or repaired it while this one waited.
@@ -98,6 +102,7 @@ impl Tree {
                 root.display()
             )),
         }
+        fs::create_dir_all(&parent).map_err(InputError::io(&parent))?;
         let tmp = tempfile::Builder::new()
             .prefix(UNPACK_PREFIX)
             .tempdir_in(&parent)
