@@ -1187,3 +1187,137 @@ fn pin_deletes_what_a_killed_pin_left() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
     let _ = index.files();
 }
+
+/// Runs the xtask with `args` and `env` inside a new user and mount namespace (`unshare -rm`,
+/// no root needed where unprivileged namespaces are allowed) with a `size` tmpfs mounted on
+/// `dir`; `None` where namespaces are not allowed here.
+fn on_a_small_disk(
+    dir: &Path,
+    size: &str,
+    cwd: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Option<std::process::Output> {
+    let probe = Command::new("unshare")
+        .args(["-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs \"$0\""])
+        .arg(dir)
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        return None;
+    }
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "-rm",
+        "sh",
+        "-c",
+        &format!("mount -t tmpfs -o size={size} tmpfs \"$0\" && shift && exec \"$@\""),
+    ])
+    .arg(dir)
+    .arg("--")
+    .arg(env!("CARGO_BIN_EXE_xtask"))
+    .args(args)
+    .current_dir(cwd)
+    .env_remove("PIP_FIND_LINKS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Some(output_within(cmd, Duration::from_secs(120)))
+}
+
+/// A full disk under the input cache is named as such, by regen (not "set LIBCLANG_PATH") and by
+/// pin (not "the newest wheels do not hold usable headers"). Needs a user namespace to mount a
+/// small tmpfs; where none is allowed, it says SKIP and checks nothing.
+#[test]
+fn a_full_disk_is_named_as_such() {
+    let real = real_13_0_wheels();
+    let cache = tempfile::tempdir().unwrap();
+    let cache_arg = cache.path().to_str().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        workspace().join("generated/Cargo.toml"),
+        out.path().join("Cargo.toml"),
+    )
+    .unwrap();
+    // The header wheels and their trees (about 10 MB) fit in 16 MB, libclang's 24 MB does not.
+    let Some(regen) = on_a_small_disk(
+        cache.path(),
+        "16m",
+        &workspace(),
+        &[
+            "regen",
+            "--ctk",
+            "13.0",
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+        &[
+            ("HOSTCB_INPUTS_CACHE", cache_arg),
+            ("PIP_NO_INDEX", "1"),
+            ("PIP_FIND_LINKS", real.path().to_str().unwrap()),
+        ],
+    ) else {
+        eprintln!("SKIP: a_full_disk_is_named_as_such: no user namespace to mount a small disk in");
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&regen.stderr);
+    assert_eq!(regen.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("the disk is full") && errors[0].contains("libclang"),
+        "{stderr}"
+    );
+    assert!(!errors[0].contains("LIBCLANG_PATH"), "{stderr}");
+    eprintln!("regen -> {}", errors[0]);
+
+    let ws = PinCheckout::new(real.path());
+    let index = index_13_0(real.path(), &[]);
+    let pin = on_a_small_disk(
+        ws.cache.path(),
+        "1m",
+        ws.root.path(),
+        &["pin", "--ctk", "13.0"],
+        &[
+            ("HOSTCB_INPUTS_CACHE", ws.cache.path().to_str().unwrap()),
+            ("PIP_INDEX_URL", &index.url()),
+        ],
+    )
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&pin.stderr);
+    assert_eq!(pin.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("the disk is full"), "{stderr}");
+    eprintln!("pin -> {}", errors[0]);
+}
+
+/// Offline (the index refuses connections) with a cached wheel of other bytes than the lock's:
+/// regen names the hash mismatch, not only pip's "No matching distribution found".
+#[test]
+fn offline_with_a_stale_cached_wheel_names_the_mismatch() {
+    let cache = tempfile::tempdir().unwrap();
+    copy_wheels(&cache.path().join("wheels"));
+    let stale = cache.path().join("wheels").join(WHEELS_13_0[1]);
+    std::fs::write(&stale, "not the pinned wheel").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let index = format!("http://127.0.0.1:{port}/simple/");
+    let e = fails(
+        &["check", "--ctk", "13.0"],
+        &[
+            ("HOSTCB_INPUTS_CACHE", cache.path().to_str().unwrap()),
+            ("PIP_INDEX_URL", &index),
+            ("PIP_FIND_LINKS", ""),
+        ],
+    );
+    assert!(
+        e.contains(&format!("{}: the cached wheel (sha256 ", stale.display()))
+            && e.contains("does not match the lock")
+            && e.contains("the package index is unreachable"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&stale).unwrap(), b"not the pinned wheel");
+}

@@ -511,8 +511,10 @@ pub(crate) fn ensure(
                 found,
                 expected: entry.sha256.clone(),
                 detail: match e {
-                    InputError::Download { detail, .. }
-                    | InputError::Unreachable { detail, .. } => detail,
+                    InputError::Download { detail, .. } => detail,
+                    InputError::Unreachable { detail, .. } => {
+                        format!("the package index is unreachable: {detail}")
+                    }
                     other => other.to_string(),
                 },
             },
