@@ -234,6 +234,11 @@ fn newest(ctk: Ctk, package: &str, scratch: &Path, downloads: &Path) -> anyhow::
         let checked = Wheel::open(wheel).map_err(|e| refused(package, &version, e))?;
         let sha256 = checked.sha256().to_owned();
         drop(checked);
+        for newer in passed_over(&spec, &version, &skipped, scratch) {
+            eprintln!(
+                "pin: skipped {package} {newer}: newer, but the index marks it yanked (pip passes over yanked releases)"
+            );
+        }
         let kept = downloads.join(&file);
         std::fs::rename(wheel, &kept)
             .with_context(|| format!("cannot move {file} into {}", downloads.display()))?;
@@ -244,6 +249,45 @@ fn newest(ctk: Ctk, package: &str, scratch: &Path, downloads: &Path) -> anyhow::
             sha256,
         });
     }
+}
+
+/// The versions newer than `chosen` that the index lists for `spec` and pip passed over (yanked
+/// ones: pip takes a yanked release only when asked for it exactly), so pin can say what it did
+/// not take. Asking pip for a newer one fails and lists every version it saw; a failure to ask
+/// says nothing.
+fn passed_over(spec: &str, chosen: &str, skipped: &[String], scratch: &Path) -> Vec<String> {
+    let Ok(tmp) = tempfile::tempdir_in(scratch) else {
+        return Vec::new();
+    };
+    let detail = match Pip::default().download(&format!("{spec},>{chosen}"), tmp.path()) {
+        Err(InputError::Download { detail, .. }) => detail,
+        _ => return Vec::new(),
+    };
+    // pip's line before the last: `... (from versions: 13.0.96, 13.0.99)`; the last repeats it.
+    let Some(listed) = detail
+        .split("(from versions: ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+    else {
+        return Vec::new();
+    };
+    let (range, _) = spec.split_once(',').unwrap_or((spec, ""));
+    let prefix = range
+        .split_once("==")
+        .map(|(_, v)| v.trim_end_matches('*'))
+        .unwrap_or("");
+    listed
+        .split(", ")
+        .filter(|v| v.starts_with(prefix) && !v.contains('+') && !skipped.iter().any(|s| s == v))
+        .filter(|v| newer_than(v, chosen))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether the release `a` (dotted numbers) is newer than `b`.
+fn newer_than(a: &str, b: &str) -> bool {
+    let parts = |v: &str| -> Vec<u64> { v.split('.').map(|p| p.parse().unwrap_or(0)).collect() };
+    parts(a) > parts(b)
 }
 
 /// The error for a wheel of the index that breaks its own promises: what is wrong with it, and

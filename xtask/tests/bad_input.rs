@@ -1105,7 +1105,12 @@ fn pin_skips_local_and_yanked_versions() {
         stderr.contains("CTK 13.0 already pinned to these"),
         "{stderr}"
     );
-    assert!(!stderr.contains("13.0.99"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "pin: skipped nvidia-cuda-runtime 13.0.99: newer, but the index marks it yanked"
+        ),
+        "{stderr}"
+    );
     assert_eq!(ws.lock(), lock);
 }
 
@@ -1157,17 +1162,46 @@ fn pin_says_when_the_index_is_unreachable() {
 }
 
 /// What a killed pin leaves (its folder in the cache, the lock's temporary copy) is deleted by
-/// the next pin.
+/// the next pin: one killed for real while it downloads, and leftovers of both kinds laid out.
 #[test]
 fn pin_deletes_what_a_killed_pin_left() {
     let real = real_13_0_wheels();
     let ws = PinCheckout::new(real.path());
+    let index = index_13_0(real.path(), &[]);
+    let pins = || -> Vec<String> {
+        std::fs::read_dir(ws.cache.path().join("wheels"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".pin-"))
+            .collect()
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(["pin", "--ctk", "13.0"])
+        .current_dir(ws.root.path())
+        .env_remove("CARGO_MANIFEST_DIR")
+        .env_remove("PIP_FIND_LINKS")
+        .env("PIP_INDEX_URL", index.url())
+        .env("HOSTCB_INPUTS_CACHE", ws.cache.path())
+        .stderr(Stdio::null());
+    // Its own process group, killed whole (pip with it), as a terminal's kill does.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().unwrap();
+    let started = Instant::now();
+    while pins().is_empty() && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let killed = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    child.wait().unwrap();
+    assert_eq!(pins().len(), 1, "the killed pin left no folder to clean up");
     let left = ws.cache.path().join("wheels/.pin-killed");
     std::fs::create_dir_all(left.join("downloads")).unwrap();
     std::fs::write(left.join("downloads/x.whl"), "partial").unwrap();
     let lock_tmp = ws.root.path().join("generator/.inputs.lock.pin-killed");
     std::fs::write(&lock_tmp, "partial").unwrap();
-    let index = index_13_0(real.path(), &[]);
     let out = ws.pin(&index.url(), &[]);
     assert!(
         out.status.success(),

@@ -124,12 +124,22 @@ fn pip_failure(spec: &str, dir: &Path, stderr: &str, status: &str) -> InputError
             detail,
         };
     }
+    let mut detail = lines
+        .last()
+        .map(|l| (*l).to_owned())
+        .unwrap_or_else(|| format!("pip exited with {status}"));
+    // pip names the versions it saw on the line before ("Could not find a version that
+    // satisfies the requirement x (from versions: 1.0, 1.1)").
+    if let Some(seen) = lines
+        .iter()
+        .find_map(|l| l.split_once("(from versions: ").map(|(_, rest)| rest))
+        && !detail.contains("(from versions: ")
+    {
+        detail = format!("{detail} (from versions: {seen}");
+    }
     InputError::Download {
         spec: spec.to_owned(),
-        detail: lines
-            .last()
-            .map(|l| (*l).to_owned())
-            .unwrap_or_else(|| format!("pip exited with {status}")),
+        detail,
     }
 }
 
