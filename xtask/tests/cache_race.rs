@@ -99,6 +99,7 @@ fn two_regens_and_a_check_share_one_cache() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    let mut failures = Vec::new();
     for round in 0..20 {
         // Even rounds: every tree is gone, so all three unpack at once. Odd rounds: one header of
         // every header tree is edited, so one process must unpack each again while the others
@@ -122,10 +123,10 @@ fn two_regens_and_a_check_share_one_cache() {
         let mut warnings = Vec::new();
         for out in run_all() {
             let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-            assert!(
-                out.status.success(),
-                "round {round}: a run failed:\n{stderr}"
-            );
+            if !out.status.success() {
+                let error = stderr.lines().find(|l| l.starts_with("error:"));
+                failures.push(format!("round {round}: a run failed: {error:?}"));
+            }
             warnings.extend(
                 stderr
                     .lines()
@@ -133,20 +134,27 @@ fn two_regens_and_a_check_share_one_cache() {
                     .map(str::to_owned),
             );
         }
-        assert_eq!(
-            warnings.len(),
-            tampered,
-            "round {round}: expected one warning per tampered tree ({tampered}), got:\n{}",
-            warnings.join("\n")
-        );
-        assert!(
-            warnings.iter().all(|w| w.contains("TAMPERED")
-                || w.contains("differs from the wheel's entry")
-                || w.contains("bytes where the wheel's entry has")),
-            "round {round}: {}",
-            warnings.join("\n")
-        );
+        // A tampered tree is reported by the one process that unpacks it again; any other
+        // warning is about a tree another process was writing.
+        if warnings.len() != tampered
+            || !warnings
+                .iter()
+                .all(|w| w.contains("bytes where the wheel's entry has"))
+        {
+            failures.push(format!(
+                "round {round}: {} warnings for {tampered} tampered trees:\n{}",
+                warnings.len(),
+                warnings.join("\n")
+            ));
+        }
     }
+    // Every round runs; the failure lists each round that went wrong.
+    assert!(
+        failures.is_empty(),
+        "{} of 20 rounds went wrong:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     // No temporaries are left behind.
     let leftovers: Vec<_> = std::fs::read_dir(cache.path().join("unpacked"))
         .unwrap()
