@@ -56,7 +56,20 @@ pub fn join_cache(cache: &Path) -> Result<(), InputError> {
         return Ok(());
     }
     let path = cache.join(".lock");
-    let file = lock_file(&path)?;
+    let file = match lock_file(&path) {
+        Ok(file) => file,
+        // A cache this process may only read: nothing here can write to it, so there is nothing
+        // to hold apart or sweep.
+        Err(InputError::Io { source, .. })
+            if matches!(
+                source.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     match file.try_lock() {
         Ok(()) => {
             sweep(cache);
