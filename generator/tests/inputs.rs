@@ -12,17 +12,65 @@ use hostcb_generator::Ctk;
 use hostcb_generator::inputs::{
     self, Fetch, Fetcher, InputError, Lock, LockEntry, Pip, sha256_file, unpack_wheel, verify_wheel,
 };
+use sha2::Digest;
 use zip::write::SimpleFileOptions;
 
-/// Writes a zip at `path` with the given entries (a name ending in `/` is a folder).
+/// The RECORD hash of `bytes`: `sha256=` and the unpadded URL-safe base64 of the digest.
+fn record_hash(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let digest = sha2::Sha256::digest(bytes);
+    let mut out = String::from("sha256=");
+    for chunk in digest.chunks(3) {
+        let n = chunk.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
+        for i in 0..=chunk.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Writes a zip at `path` with the given entries (a name ending in `/` is a folder) and a true
+/// RECORD: an entry `*.dist-info/RECORD` with an empty body is filled in, and one is added when
+/// there is none.
 fn make_wheel(path: &Path, entries: &[(&str, &str)]) {
+    let mut entries: Vec<(String, String)> = entries
+        .iter()
+        .map(|(n, b)| ((*n).to_owned(), (*b).to_owned()))
+        .collect();
+    let record = match entries
+        .iter()
+        .position(|(n, _)| n.ends_with(".dist-info/RECORD"))
+    {
+        Some(i) if !entries[i].1.is_empty() => None,
+        Some(i) => Some(i),
+        None => {
+            entries.push(("w-1.0.dist-info/RECORD".to_owned(), String::new()));
+            Some(entries.len() - 1)
+        }
+    };
+    if let Some(i) = record {
+        let mut text = String::new();
+        for (n, b) in entries.iter().filter(|(n, _)| !n.ends_with('/')) {
+            if *n != entries[i].0 {
+                text.push_str(&format!("{n},{},{}\n", record_hash(b.as_bytes()), b.len()));
+            }
+        }
+        text.push_str(&format!("{},,\n", entries[i].0));
+        entries[i].1 = text;
+    }
+    write_zip(path, &entries);
+}
+
+/// Writes a zip at `path` with exactly the given entries.
+fn write_zip(path: &Path, entries: &[(String, String)]) {
     let mut zip = zip::ZipWriter::new(fs::File::create(path).unwrap());
     for (name, body) in entries {
         if name.ends_with('/') {
-            zip.add_directory(*name, SimpleFileOptions::default())
+            zip.add_directory(name.as_str(), SimpleFileOptions::default())
                 .unwrap();
         } else {
-            zip.start_file(*name, SimpleFileOptions::default()).unwrap();
+            zip.start_file(name.as_str(), SimpleFileOptions::default())
+                .unwrap();
             zip.write_all(body.as_bytes()).unwrap();
         }
     }
@@ -240,7 +288,7 @@ fn pinned_path_fetches_once_reuses_the_cache_and_refetches_a_bad_copy() {
 }
 
 #[test]
-fn a_download_of_another_hash_is_an_error_naming_the_cached_path() {
+fn a_download_of_another_hash_is_refused_and_not_cached() {
     let tmp = tempfile::tempdir().unwrap();
     let (runtime, crt) = fake_cu13_wheels(tmp.path(), 13000);
     let lock = lock_of(&runtime, &crt);
@@ -255,16 +303,134 @@ fn a_download_of_another_hash_is_an_error_naming_the_cached_path() {
         }),
     );
     let err = fetcher.headers(Ctk::V13_0, &cache).unwrap_err();
-    assert!(matches!(err, InputError::HashMismatch { .. }), "{err:?}");
-    let msg = err.to_string();
-    let cached = cache.join("wheels/nvidia_cuda_runtime-fake.whl");
     assert!(
-        msg.contains(&format!("delete {} and retry", cached.display())),
+        matches!(err, InputError::DownloadMismatch { .. }),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("downloaded nvidia_cuda_runtime-fake.whl: sha256 ")
+            && msg.contains("does not match the lock")
+            && msg.contains("so it was not cached"),
         "{msg}"
     );
+    assert!(!cache.join("wheels/nvidia_cuda_runtime-fake.whl").exists());
     assert!(!cache.join("unpacked").exists(), "a bad wheel was unpacked");
+
+    // A cached copy of other bytes is not replaced by a download that fails the lock either.
+    fs::write(cache.join("wheels/nvidia_cuda_runtime-fake.whl"), "junk").unwrap();
+    let err = fetcher.headers(Ctk::V13_0, &cache).unwrap_err();
+    assert!(
+        matches!(err, InputError::DownloadMismatch { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        fs::read(cache.join("wheels/nvidia_cuda_runtime-fake.whl")).unwrap(),
+        b"junk"
+    );
 }
 
+/// Offline, with a cached wheel of other bytes than the lock's: the error names the mismatch, not
+/// only the failed download.
+#[test]
+fn offline_with_a_cached_wheel_of_other_bytes_names_the_mismatch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (runtime, crt) = fake_cu13_wheels(tmp.path(), 13000);
+    let cache = tmp.path().join("cache");
+    fs::create_dir_all(cache.join("wheels")).unwrap();
+    fs::write(cache.join("wheels/nvidia_cuda_runtime-fake.whl"), "junk").unwrap();
+    let fetcher = Fetcher::new(lock_of(&runtime, &crt), Box::new(Offline));
+    let msg = fetcher.headers(Ctk::V13_0, &cache).unwrap_err().to_string();
+    let cached = cache.join("wheels/nvidia_cuda_runtime-fake.whl");
+    assert_eq!(
+        msg,
+        format!(
+            "{}: the cached wheel (sha256 {}) does not match the lock (sha256 {}), and downloading it again failed (offline); delete it and retry with the network, or update generator/inputs.lock if the pin changed on purpose",
+            cached.display(),
+            inputs::sha256_file(&cached).unwrap(),
+            sha256_file(&runtime).unwrap()
+        )
+    );
+}
+
+/// Wheels that break their own RECORD, or hold a name twice, are refused before anything is
+/// unpacked, each with the reason.
+#[test]
+fn wheels_that_break_their_record_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good_h = "#define A 1\n";
+    let good = format!(
+        "x/a.h,{},{}\n",
+        record_hash(good_h.as_bytes()),
+        good_h.len()
+    );
+    let record = "w-1.0.dist-info/RECORD";
+    for (case, entries, want) in [
+        (
+            "a size that lies",
+            vec![
+                ("x/a.h", good_h.to_owned()),
+                (
+                    record,
+                    format!("x/a.h,{},99\n{record},,\n", record_hash(good_h.as_bytes())),
+                ),
+            ],
+            "its RECORD says x/a.h has 99 bytes, the zip entry says 12",
+        ),
+        (
+            "an unlisted file",
+            vec![
+                ("x/a.h", good_h.to_owned()),
+                ("x/b.h", "evil".to_owned()),
+                (record, format!("{good}{record},,\n")),
+            ],
+            "its RECORD does not list x/b.h",
+        ),
+        (
+            "no RECORD",
+            vec![("x/a.h", good_h.to_owned())],
+            "it has no *.dist-info/RECORD",
+        ),
+        (
+            "a file listed twice",
+            vec![
+                ("x/a.h", good_h.to_owned()),
+                (record, format!("{good}{good}{record},,\n")),
+            ],
+            "its RECORD lists x/a.h twice",
+        ),
+        (
+            "a listed file the wheel lacks",
+            vec![
+                ("x/a.h", good_h.to_owned()),
+                (
+                    record,
+                    format!("{good}x/gone.h,{},0\n{record},,\n", record_hash(b"")),
+                ),
+            ],
+            "its RECORD lists x/gone.h, which the wheel does not hold",
+        ),
+        (
+            "bytes of another hash",
+            vec![
+                ("x/a.h", "#define A 2\n".to_owned()),
+                (record, format!("{good}{record},,\n")),
+            ],
+            "entry x/a.h does not match the wheel's own RECORD",
+        ),
+    ] {
+        let wheel = tmp.path().join("w-1.0-py3-none-any.whl");
+        let entries: Vec<(String, String)> = entries
+            .into_iter()
+            .map(|(n, b)| (n.to_owned(), b))
+            .collect();
+        write_zip(&wheel, &entries);
+        let dest = tmp.path().join("out");
+        let msg = unpack_wheel(&wheel, "x", &dest).unwrap_err().to_string();
+        assert!(msg.contains(want), "{case}: {msg}");
+        let _ = fs::remove_dir_all(&dest);
+    }
+}
 #[test]
 fn pinned_headers_of_another_version_are_rejected() {
     let tmp = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! `cargo xtask`: the project's maintenance commands.
 //!
 //! - `regen --ctk <MAJOR.MINOR|all> [--cuda-home DIR] [--out DIR]`: (re)generate bindings;
-//! - `pin --ctk <MAJOR.MINOR>`: pin the newest header packages of a target in the lock;
+//! - `pin --ctk <MAJOR.MINOR> [--repin]`: pin the newest header packages of a target in the lock;
 //! - `verify [PATH...]`: check every seal (no headers, no libclang);
 //! - `check`: regenerate in memory and fail if anything committed differs;
 //! - `diff A B`: print what changes between the models of two pinned targets;
@@ -92,6 +92,9 @@ enum Command {
         /// The target, MAJOR.MINOR (12.x or 13.x).
         #[arg(long)]
         ctk: String,
+        /// Accept new bytes for a version the lock already holds (refused otherwise).
+        #[arg(long)]
+        repin: bool,
     },
 }
 
@@ -183,7 +186,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             verify(&root, paths, &options)
         }
         Command::Check { ctk } => check(&load()?, &ctk),
-        Command::Pin { ctk } => pin::run(&load()?, &ctk),
+        Command::Pin { ctk, repin } => pin::run(&load()?, &ctk, repin),
         Command::Diff { a, b } => diff(&load()?, &a, &b),
         Command::Test => ci::run(&root),
         Command::Bench(args) => bench::run(&load()?, args),

@@ -598,3 +598,773 @@ fn libclang_path_without_a_libclang() {
     assert!(provenance.contains(&hex), "{provenance}");
     assert!(!provenance.contains("sha256 = \"unknown\""), "{provenance}");
 }
+
+// `cargo xtask pin` against a hostile package index. The index is a PEP 503 simple index in a
+// temporary folder, served to the real pip as a `file://` URL (pip reads `data-yanked` and the
+// `#sha256=` of each link there as it does from PyPI); its wheels are the real 13.0 wheels, or
+// copies of them edited here. pin runs in a copy of the workspace's data (so a pin that succeeds
+// rewrites that copy's lock, never this checkout's) with its own input cache.
+
+/// The real 13.0 header wheels, from this checkout's input cache (or PyPI).
+fn real_13_0_wheels() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_wheels(dir.path());
+    for (spec, file) in [
+        ("nvidia-cuda-runtime==13.0.96", WHEELS_13_0[0]),
+        ("nvidia-cuda-crt==13.0.88", WHEELS_13_0[1]),
+    ] {
+        if !dir.path().join(file).is_file() {
+            let ok = Command::new("python3")
+                .args(["-m", "pip", "download", "-q", "--no-deps"])
+                .args([
+                    "--only-binary=:all:",
+                    "--platform",
+                    "manylinux2014_x86_64",
+                    "-d",
+                ])
+                .arg(dir.path())
+                .arg(spec)
+                .status()
+                .expect("run pip");
+            assert!(ok.success(), "pip could not fetch {spec}");
+        }
+    }
+    dir
+}
+
+/// The entries of a zip, in order.
+fn zip_entries(path: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    (0..zip.len())
+        .map(|i| {
+            let mut e = zip.by_index(i).unwrap();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut bytes).unwrap();
+            (e.name().unwrap().into_owned(), bytes)
+        })
+        .collect()
+}
+
+fn record_hash(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let digest = Sha256::digest(bytes);
+    let mut out = String::new();
+    for chunk in digest.chunks(3) {
+        let n = chunk.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
+        for i in 0..=chunk.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// A RECORD that tells the truth about `entries` (all but RECORD itself).
+fn honest_record(entries: &[(String, Vec<u8>)], record: &str) -> Vec<u8> {
+    let mut out = String::new();
+    for (name, bytes) in entries.iter().filter(|(n, _)| n != record) {
+        out.push_str(&format!(
+            "{name},sha256={},{}\n",
+            record_hash(bytes),
+            bytes.len()
+        ));
+    }
+    out.push_str(&format!("{record},,\n"));
+    out.into_bytes()
+}
+
+/// A copy of the real wheel `src` as version `version` (dist-info, METADATA and a true RECORD),
+/// then changed by `edit` (which may also lie in RECORD), written into `dir`; returns its path.
+fn respin(
+    src: &Path,
+    dir: &Path,
+    version: &str,
+    edit: impl FnOnce(&mut Vec<(String, Vec<u8>)>),
+) -> PathBuf {
+    let name = src.file_name().unwrap().to_str().unwrap();
+    let old = name.split('-').nth(1).unwrap();
+    let mut entries: Vec<(String, Vec<u8>)> = zip_entries(src)
+        .into_iter()
+        .map(|(n, mut bytes)| {
+            let n = n.replace(
+                &format!("-{old}.dist-info/"),
+                &format!("-{version}.dist-info/"),
+            );
+            if n.ends_with(".dist-info/METADATA") {
+                let text = String::from_utf8(bytes).unwrap();
+                bytes = text
+                    .replace(
+                        &format!("Version: {old}\n"),
+                        &format!("Version: {version}\n"),
+                    )
+                    .into_bytes();
+            }
+            (n, bytes)
+        })
+        .collect();
+    let record = entries
+        .iter()
+        .map(|(n, _)| n.clone())
+        .find(|n| n.ends_with(".dist-info/RECORD"))
+        .unwrap();
+    let honest = honest_record(&entries, &record);
+    entries.iter_mut().find(|(n, _)| *n == record).unwrap().1 = honest;
+    edit(&mut entries);
+    let path = dir.join(name.replace(&format!("-{old}-"), &format!("-{version}-")));
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .large_file(true);
+    for (n, bytes) in &entries {
+        zip.start_file(n.as_str(), options).unwrap();
+        zip.write_all(bytes).unwrap();
+    }
+    zip.finish().unwrap();
+    path
+}
+
+/// Rewrites the RECORD of `entries` with `f` applied to its text.
+fn edit_record(entries: &mut [(String, Vec<u8>)], f: impl FnOnce(String) -> String) {
+    let (_, bytes) = entries
+        .iter_mut()
+        .find(|(n, _)| n.ends_with(".dist-info/RECORD"))
+        .unwrap();
+    *bytes = f(String::from_utf8(std::mem::take(bytes)).unwrap()).into_bytes();
+}
+
+/// Edits the `cuda.h` of `entries` with `f`.
+fn edit_cuda_h(entries: &mut [(String, Vec<u8>)], f: impl FnOnce(&mut Vec<u8>)) {
+    let (_, bytes) = entries
+        .iter_mut()
+        .find(|(n, _)| n.ends_with("/include/cuda.h"))
+        .unwrap();
+    f(bytes);
+}
+
+/// A PEP 503 simple index in a folder: `simple/<project>/index.html` linking each wheel.
+struct Index {
+    dir: tempfile::TempDir,
+    links: BTreeMap<String, Vec<String>>,
+}
+
+impl Index {
+    fn new() -> Self {
+        Index {
+            dir: tempfile::tempdir().unwrap(),
+            links: BTreeMap::new(),
+        }
+    }
+
+    /// Serves `wheel` under project `project`, yanked with the reason given.
+    fn add(&mut self, project: &str, wheel: &Path, yanked: Option<&str>) {
+        let files = self.dir.path().join("files");
+        std::fs::create_dir_all(&files).unwrap();
+        let name = wheel.file_name().unwrap().to_str().unwrap();
+        let served = files.join(name);
+        if wheel != served {
+            std::fs::copy(wheel, &served).unwrap();
+        }
+        let digest = Sha256::digest(std::fs::read(&served).unwrap());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let url = format!("file://{}", served.display()).replace('+', "%2B");
+        let yanked = yanked.map_or(String::new(), |r| format!(" data-yanked=\"{r}\""));
+        self.links
+            .entry(project.to_owned())
+            .or_default()
+            .push(format!(
+                "<a href=\"{url}#sha256={hex}\"{yanked}>{name}</a><br/>"
+            ));
+        let page = self.dir.path().join("simple").join(project);
+        std::fs::create_dir_all(&page).unwrap();
+        std::fs::write(
+            page.join("index.html"),
+            format!(
+                "<!DOCTYPE html><html><body>\n{}\n</body></html>\n",
+                self.links[project].join("\n")
+            ),
+        )
+        .unwrap();
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}/simple/", self.dir.path().display())
+    }
+
+    /// The files of the wheels it serves.
+    fn files(&self) -> PathBuf {
+        self.dir.path().join("files")
+    }
+}
+
+/// An index serving the real 13.0 wheels (and `extra` more runtime wheels, made from the real one).
+fn index_13_0(real: &Path, extra: &[(&Path, Option<&str>)]) -> Index {
+    let mut index = Index::new();
+    index.add("nvidia-cuda-runtime", &real.join(WHEELS_13_0[0]), None);
+    index.add("nvidia-cuda-crt", &real.join(WHEELS_13_0[1]), None);
+    for (wheel, yanked) in extra {
+        index.add("nvidia-cuda-runtime", wheel, *yanked);
+    }
+    index
+}
+
+/// A copy of the workspace's data that pin reads and writes (the workspace manifest, allow-lists,
+/// lock and target list), and an input cache holding the real 13.0 wheels.
+struct PinCheckout {
+    root: tempfile::TempDir,
+    cache: tempfile::TempDir,
+}
+
+impl PinCheckout {
+    fn new(real: &Path) -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let here = workspace();
+        std::fs::copy(here.join("Cargo.toml"), root.path().join("Cargo.toml")).unwrap();
+        let allow = root.path().join("generator/allowlist");
+        std::fs::create_dir_all(&allow).unwrap();
+        for e in std::fs::read_dir(here.join("generator/allowlist")).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, allow.join(p.file_name().unwrap())).unwrap();
+        }
+        for f in ["generator/inputs.lock", "generator/targets.txt"] {
+            std::fs::copy(here.join(f), root.path().join(f)).unwrap();
+        }
+        let cache = tempfile::tempdir().unwrap();
+        let wheels = cache.path().join("wheels");
+        std::fs::create_dir_all(&wheels).unwrap();
+        for w in &WHEELS_13_0[..2] {
+            std::fs::copy(real.join(w), wheels.join(w)).unwrap();
+        }
+        PinCheckout { root, cache }
+    }
+
+    fn lock(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("generator/inputs.lock")).unwrap()
+    }
+
+    /// Runs `cargo xtask pin --ctk 13.0` (and `extra` arguments) with pip pointed at `index`.
+    fn pin(&self, index: &str, extra: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        cmd.args(["pin", "--ctk", "13.0"])
+            .args(extra)
+            .current_dir(self.root.path())
+            .env_remove("CARGO_MANIFEST_DIR")
+            .env_remove("PIP_FIND_LINKS")
+            .env("PIP_INDEX_URL", index)
+            .env("PIP_NO_CACHE_DIR", "1")
+            .env("HOSTCB_INPUTS_CACHE", self.cache.path());
+        output_within(cmd, Duration::from_secs(120))
+    }
+
+    /// Runs pin and asserts that it failed with one `error:` line and changed neither the lock nor
+    /// the cached wheels; returns the line.
+    fn refused(&self, index: &str) -> String {
+        let lock = self.lock();
+        let cached = self.cached();
+        let out = self.pin(index, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "pin did not fail:\n{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(
+            !errors[0].contains("do not hold usable headers")
+                || errors[0].matches(": ").count() > 1,
+            "the cause is dropped: {}",
+            errors[0]
+        );
+        assert_eq!(self.lock(), lock, "pin changed the lock:\n{stderr}");
+        assert_eq!(
+            self.cached(),
+            cached,
+            "pin changed the cached wheels:\n{stderr}"
+        );
+        eprintln!("pin -> {}", errors[0]);
+        errors[0].to_owned()
+    }
+
+    /// The cached wheels with their digests.
+    fn cached(&self) -> BTreeMap<String, String> {
+        std::fs::read_dir(self.cache.path().join("wheels"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file())
+            .map(|p| {
+                let digest = Sha256::digest(std::fs::read(&p).unwrap());
+                let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+                (p.file_name().unwrap().to_string_lossy().into_owned(), hex)
+            })
+            .collect()
+    }
+}
+
+/// A version the lock holds, served with other bytes under its real file name, is refused naming
+/// both hashes, and neither the lock nor the good cached wheel changes; `--repin` accepts it.
+#[test]
+fn pin_refuses_new_bytes_for_a_locked_version() {
+    let real = real_13_0_wheels();
+    let ws = PinCheckout::new(real.path());
+    let evil = tempfile::tempdir().unwrap();
+    let tampered = respin(
+        &real.path().join(WHEELS_13_0[0]),
+        evil.path(),
+        "13.0.96",
+        |e| {
+            let (_, typedefs) = e
+                .iter_mut()
+                .find(|(n, _)| n.ends_with("/cudaTypedefs.h"))
+                .unwrap();
+            let text = String::from_utf8(std::mem::take(typedefs)).unwrap();
+            *typedefs = text
+                .replace("PFN_cuLaunchHostFunc_v10000", "PFN_cuLaunchHostFunc_v13010")
+                .into_bytes();
+            let honest = honest_record(e, "nvidia_cuda_runtime-13.0.96.dist-info/RECORD");
+            edit_record(e, |_| String::from_utf8(honest).unwrap());
+        },
+    );
+    let mut index = Index::new();
+    index.add("nvidia-cuda-runtime", &tampered, None);
+    index.add("nvidia-cuda-crt", &real.path().join(WHEELS_13_0[1]), None);
+    let good = ws.cached()[WHEELS_13_0[0]].clone();
+    let bad = ws.cached_digest_of(&tampered);
+    let e = ws.refused(&index.url());
+    assert!(
+        e.contains("nvidia-cuda-runtime==13.0.96 is locked as")
+            && e.contains(&good)
+            && e.contains(&bad),
+        "{e}"
+    );
+    assert!(e.contains("--repin"), "{e}");
+
+    let out = ws.pin(&index.url(), &["--repin"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        ws.lock().contains(&bad) && !ws.lock().contains(&good),
+        "{stderr}"
+    );
+    assert_eq!(ws.cached()[WHEELS_13_0[0]], bad);
+}
+
+impl PinCheckout {
+    fn cached_digest_of(&self, path: &Path) -> String {
+        let digest = Sha256::digest(std::fs::read(path).unwrap());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Wheels that lie about themselves, served as a newer 13.0 release: each is refused with one
+/// line naming what is wrong, and the lock and cache stay as they were.
+#[test]
+fn pin_refuses_wheels_that_break_their_record() {
+    let real = real_13_0_wheels();
+    let ws = PinCheckout::new(real.path());
+    let runtime = real.path().join(WHEELS_13_0[0]);
+    let dir = tempfile::tempdir().unwrap();
+    type Edit = Box<dyn FnOnce(&mut Vec<(String, Vec<u8>)>)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "RECORD lies about a size",
+            Box::new(|e| {
+                edit_record(e, |r| {
+                    r.lines()
+                        .map(|l| {
+                            if l.contains("/include/cuda.h,") {
+                                let (head, size) = l.rsplit_once(',').unwrap();
+                                format!("{head},{}\n", size.parse::<u64>().unwrap() + 1)
+                            } else {
+                                format!("{l}\n")
+                            }
+                        })
+                        .collect()
+                })
+            }),
+            "its RECORD says nvidia/cu13/include/cuda.h has",
+        ),
+        (
+            "RECORD omits an edited file",
+            Box::new(|e| {
+                edit_cuda_h(e, |b| b.extend_from_slice(b"\n#define EVIL 1\n"));
+                edit_record(e, |r| {
+                    r.lines()
+                        .filter(|l| !l.contains("/include/cuda.h,"))
+                        .map(|l| format!("{l}\n"))
+                        .collect()
+                })
+            }),
+            "its RECORD does not list nvidia/cu13/include/cuda.h",
+        ),
+        (
+            "RECORD is missing",
+            Box::new(|e| e.retain(|(n, _)| !n.ends_with(".dist-info/RECORD"))),
+            "it has no *.dist-info/RECORD",
+        ),
+        (
+            "RECORD lists a file twice",
+            Box::new(|e| {
+                edit_record(e, |r| {
+                    let line = r.lines().find(|l| l.contains("/include/cuda.h,")).unwrap();
+                    format!("{r}{line}\n")
+                })
+            }),
+            "its RECORD lists nvidia/cu13/include/cuda.h twice",
+        ),
+        (
+            "an edited file whose RECORD line keeps the old hash",
+            Box::new(|e| edit_cuda_h(e, |b| b[0] ^= 1)),
+            "its entry nvidia/cu13/include/cuda.h does not match its own RECORD",
+        ),
+    ];
+    // Every case runs; the failure lists each one that got through.
+    let tries = cases.len();
+    let mut escaped = Vec::new();
+    for (i, (what, edit, want)) in cases.into_iter().enumerate() {
+        let sub = dir.path().join(i.to_string());
+        std::fs::create_dir_all(&sub).unwrap();
+        let wheel = respin(&runtime, &sub, "13.0.99", edit);
+        let index = index_13_0(real.path(), &[(&wheel, None)]);
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let e = ws.refused(&index.url());
+            assert!(e.contains(want), "{what}: {e}");
+        }));
+        if refused.is_err() {
+            escaped.push(what);
+        }
+    }
+    assert!(
+        escaped.is_empty(),
+        "{} of {tries} got through: {escaped:?}",
+        escaped.len()
+    );
+}
+
+/// A zip holding two entries of one name (python's zipfile writes that; the zip crate would read
+/// the last one only): refused.
+#[test]
+fn pin_refuses_a_zip_with_a_name_twice() {
+    let real = real_13_0_wheels();
+    let ws = PinCheckout::new(real.path());
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = respin(
+        &real.path().join(WHEELS_13_0[0]),
+        dir.path(),
+        "13.0.99",
+        |_| {},
+    );
+    let script = "import sys, zipfile, warnings\nwarnings.simplefilter('ignore')\nz = zipfile.ZipFile(sys.argv[1], 'a')\nz.writestr('nvidia/cu13/include/cuda.h', '#define CUDA_VERSION 13000\\n')\nz.close()\n";
+    let ok = Command::new("python3")
+        .args(["-c", script])
+        .arg(&wheel)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let index = index_13_0(real.path(), &[(&wheel, None)]);
+    let e = ws.refused(&index.url());
+    assert!(e.contains("two zip entries of one name"), "{e}");
+}
+
+/// A wheel that decompresses beyond the cap (1 GiB), all of it declared honestly: refused before
+/// anything is decompressed.
+#[test]
+fn pin_refuses_a_wheel_beyond_the_size_cap() {
+    let real = real_13_0_wheels();
+    let ws = PinCheckout::new(real.path());
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = respin(
+        &real.path().join(WHEELS_13_0[0]),
+        dir.path(),
+        "13.0.99",
+        |e| {
+            e.push((
+                "nvidia/cu13/include/zeros.h".to_owned(),
+                vec![0u8; (1 << 30) + (64 << 20)],
+            ));
+            let honest = honest_record(e, "nvidia_cuda_runtime-13.0.99.dist-info/RECORD");
+            edit_record(e, |_| String::from_utf8(honest).unwrap());
+        },
+    );
+    let index = index_13_0(real.path(), &[(&wheel, None)]);
+    let started = Instant::now();
+    let e = ws.refused(&index.url());
+    assert!(e.contains("more than the cap of 1073741824 bytes"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+/// A local version (`+evil`) and a newer version the index marks yanked are passed over: pin
+/// says what it skipped and pins the newest real release, which the lock holds already.
+#[test]
+fn pin_skips_local_and_yanked_versions() {
+    let real = real_13_0_wheels();
+    let ws = PinCheckout::new(real.path());
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = real.path().join(WHEELS_13_0[0]);
+    let yanked = respin(&runtime, dir.path(), "13.0.99", |e| {
+        edit_cuda_h(e, |b| b.extend_from_slice(b"\n#define YANKED 1\n"));
+        let honest = honest_record(e, "nvidia_cuda_runtime-13.0.99.dist-info/RECORD");
+        edit_record(e, |_| String::from_utf8(honest).unwrap());
+    });
+    let local = respin(&runtime, dir.path(), "13.0.97+evil", |_| {});
+    let index = index_13_0(
+        real.path(),
+        &[(&yanked, Some("broken build")), (&local, None)],
+    );
+    let lock = ws.lock();
+    let out = ws.pin(&index.url(), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("pin: skipped nvidia-cuda-runtime 13.0.97+evil: a local version"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("CTK 13.0 already pinned to these"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "pin: skipped nvidia-cuda-runtime 13.0.99: newer, but the index marks it yanked"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(ws.lock(), lock);
+}
+
+/// Headers of another CUDA version: the refusal prints the cause, not only "do not hold usable
+/// headers".
+#[test]
+fn pin_prints_the_cause_of_unusable_headers() {
+    let real = real_13_0_wheels();
+    let ws = PinCheckout::new(real.path());
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = respin(
+        &real.path().join(WHEELS_13_0[0]),
+        dir.path(),
+        "13.0.99",
+        |e| {
+            edit_cuda_h(e, |b| {
+                let text = String::from_utf8(std::mem::take(b)).unwrap();
+                *b = text
+                    .replace("#define CUDA_VERSION 13000", "#define CUDA_VERSION 13010")
+                    .into_bytes();
+            });
+            let honest = honest_record(e, "nvidia_cuda_runtime-13.0.99.dist-info/RECORD");
+            edit_record(e, |_| String::from_utf8(honest).unwrap());
+        },
+    );
+    let index = index_13_0(real.path(), &[(&wheel, None)]);
+    let e = ws.refused(&index.url());
+    assert!(
+        e.contains("the newest wheels of CTK 13.0 do not hold usable headers: the pinned headers")
+            && e.contains("is CUDA 13.1 (CUDA_VERSION 13010)"),
+        "{e}"
+    );
+}
+
+/// An index that cannot be reached: pin says so, not that the index has no release.
+#[test]
+fn pin_says_when_the_index_is_unreachable() {
+    let real = real_13_0_wheels();
+    let ws = PinCheckout::new(real.path());
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let e = ws.refused(&format!("http://127.0.0.1:{port}/simple/"));
+    assert!(e.contains("the package index is unreachable"), "{e}");
+    assert!(!e.contains("has no"), "{e}");
+}
+
+/// What a killed pin leaves (its folder in the cache, the lock's temporary copy) is deleted by
+/// the next pin: one killed for real while it downloads, and leftovers of both kinds laid out.
+#[test]
+fn pin_deletes_what_a_killed_pin_left() {
+    let real = real_13_0_wheels();
+    let ws = PinCheckout::new(real.path());
+    let index = index_13_0(real.path(), &[]);
+    let pins = || -> Vec<String> {
+        std::fs::read_dir(ws.cache.path().join("wheels"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".pin-"))
+            .collect()
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(["pin", "--ctk", "13.0"])
+        .current_dir(ws.root.path())
+        .env_remove("CARGO_MANIFEST_DIR")
+        .env_remove("PIP_FIND_LINKS")
+        .env("PIP_INDEX_URL", index.url())
+        .env("HOSTCB_INPUTS_CACHE", ws.cache.path())
+        .stderr(Stdio::null());
+    // Its own process group, killed whole (pip with it), as a terminal's kill does.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().unwrap();
+    let started = Instant::now();
+    while pins().is_empty() && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let killed = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    child.wait().unwrap();
+    assert_eq!(pins().len(), 1, "the killed pin left no folder to clean up");
+    let left = ws.cache.path().join("wheels/.pin-killed");
+    std::fs::create_dir_all(left.join("downloads")).unwrap();
+    std::fs::write(left.join("downloads/x.whl"), "partial").unwrap();
+    let lock_tmp = ws.root.path().join("generator/.inputs.lock.pin-killed");
+    std::fs::write(&lock_tmp, "partial").unwrap();
+    let out = ws.pin(&index.url(), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!left.exists(), "the killed pin's folder is still there");
+    assert!(
+        !lock_tmp.exists(),
+        "the killed pin's lock copy is still there"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(ws.cache.path().join("wheels"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') && n != ".lock")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let _ = index.files();
+}
+
+/// Runs the xtask with `args` and `env` inside a new user and mount namespace (`unshare -rm`,
+/// no root needed where unprivileged namespaces are allowed) with a `size` tmpfs mounted on
+/// `dir`; `None` where namespaces are not allowed here.
+fn on_a_small_disk(
+    dir: &Path,
+    size: &str,
+    cwd: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Option<std::process::Output> {
+    let probe = Command::new("unshare")
+        .args(["-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs \"$0\""])
+        .arg(dir)
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        return None;
+    }
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "-rm",
+        "sh",
+        "-c",
+        &format!("mount -t tmpfs -o size={size} tmpfs \"$0\" && shift && exec \"$@\""),
+    ])
+    .arg(dir)
+    .arg("--")
+    .arg(env!("CARGO_BIN_EXE_xtask"))
+    .args(args)
+    .current_dir(cwd)
+    .env_remove("PIP_FIND_LINKS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Some(output_within(cmd, Duration::from_secs(120)))
+}
+
+/// A full disk under the input cache is named as such, by regen (not "set LIBCLANG_PATH") and by
+/// pin (not "the newest wheels do not hold usable headers"). Needs a user namespace to mount a
+/// small tmpfs; where none is allowed, it says SKIP and checks nothing.
+#[test]
+fn a_full_disk_is_named_as_such() {
+    let real = real_13_0_wheels();
+    let cache = tempfile::tempdir().unwrap();
+    let cache_arg = cache.path().to_str().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        workspace().join("generated/Cargo.toml"),
+        out.path().join("Cargo.toml"),
+    )
+    .unwrap();
+    // The header wheels and their trees (about 10 MB) fit in 16 MB, libclang's 24 MB does not.
+    let Some(regen) = on_a_small_disk(
+        cache.path(),
+        "16m",
+        &workspace(),
+        &[
+            "regen",
+            "--ctk",
+            "13.0",
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+        &[
+            ("HOSTCB_INPUTS_CACHE", cache_arg),
+            ("PIP_NO_INDEX", "1"),
+            ("PIP_FIND_LINKS", real.path().to_str().unwrap()),
+        ],
+    ) else {
+        eprintln!("SKIP: a_full_disk_is_named_as_such: no user namespace to mount a small disk in");
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&regen.stderr);
+    assert_eq!(regen.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("the disk is full") && errors[0].contains("libclang"),
+        "{stderr}"
+    );
+    assert!(!errors[0].contains("LIBCLANG_PATH"), "{stderr}");
+    eprintln!("regen -> {}", errors[0]);
+
+    let ws = PinCheckout::new(real.path());
+    let index = index_13_0(real.path(), &[]);
+    let pin = on_a_small_disk(
+        ws.cache.path(),
+        "1m",
+        ws.root.path(),
+        &["pin", "--ctk", "13.0"],
+        &[
+            ("HOSTCB_INPUTS_CACHE", ws.cache.path().to_str().unwrap()),
+            ("PIP_INDEX_URL", &index.url()),
+        ],
+    )
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&pin.stderr);
+    assert_eq!(pin.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("the disk is full"), "{stderr}");
+    eprintln!("pin -> {}", errors[0]);
+}
+
+/// Offline (the index refuses connections) with a cached wheel of other bytes than the lock's:
+/// regen names the hash mismatch, not only pip's "No matching distribution found".
+#[test]
+fn offline_with_a_stale_cached_wheel_names_the_mismatch() {
+    let cache = tempfile::tempdir().unwrap();
+    copy_wheels(&cache.path().join("wheels"));
+    let stale = cache.path().join("wheels").join(WHEELS_13_0[1]);
+    std::fs::write(&stale, "not the pinned wheel").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let index = format!("http://127.0.0.1:{port}/simple/");
+    let e = fails(
+        &["check", "--ctk", "13.0"],
+        &[
+            ("HOSTCB_INPUTS_CACHE", cache.path().to_str().unwrap()),
+            ("PIP_INDEX_URL", &index),
+            ("PIP_FIND_LINKS", ""),
+        ],
+    );
+    assert!(
+        e.contains(&format!("{}: the cached wheel (sha256 ", stale.display()))
+            && e.contains("does not match the lock")
+            && e.contains("the package index is unreachable"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&stale).unwrap(), b"not the pinned wheel");
+}

@@ -1,13 +1,110 @@
-//! Opening input files safely: only regular files are opened (a link is followed to one), and the
-//! open itself never blocks, so a FIFO where a header should be is an error instead of a hang.
+//! Files of the inputs: opening them safely (only regular files are opened, a link is followed
+//! to one, and the open itself never blocks, so a FIFO where a header should be is an error
+//! instead of a hang), hashing them, progress lines, and the input cache's locks and temporaries.
 
 use std::fs;
 use std::io::{self, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
-use super::InputError;
+use super::error::InputError;
+
+/// Prints one progress line of the inputs (a download, an unpack, a repaired cache) to stderr.
+pub(crate) fn report(line: &str) {
+    eprintln!("{line}");
+}
+
+/// The prefix of a download's temporary folder in `<cache>/wheels/`.
+pub(crate) const DOWNLOAD_PREFIX: &str = ".download-";
+/// The prefix of `cargo xtask pin`'s temporary folder in `<cache>/wheels/`.
+pub const PIN_PREFIX: &str = ".pin-";
+/// The prefix of a tree being unpacked, or of an old tree being deleted, in `<cache>/unpacked/`.
+pub(crate) const UNPACK_PREFIX: &str = ".unpack-";
+
+/// The temporaries a process makes in the cache, by folder; a killed process leaves them behind.
+const TEMPORARIES: [(&str, &[&str]); 2] = [
+    ("wheels", &[DOWNLOAD_PREFIX, PIN_PREFIX]),
+    // `.stale-` was the old-tree folder of earlier versions.
+    ("unpacked", &[UNPACK_PREFIX, ".stale-"]),
+];
+
+/// Opens (creating it if needed) the lock file at `path`.
+pub(crate) fn lock_file(path: &Path) -> Result<fs::File, InputError> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(InputError::io(dir))?;
+    }
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(InputError::io(path))
+}
+
+/// Joins the input cache at `cache` for the rest of this process: a shared lock on
+/// `<cache>/.lock`, held until the process ends, marks it as in use. The first process to join a
+/// cache no one else uses (its exclusive lock succeeds) first deletes the temporaries that killed
+/// processes left (`.download-*` and `.pin-*` in `wheels/`, `.unpack-*` in `unpacked/`); while any other process holds the cache, temporaries are
+/// left alone, since they may be that process's work in progress. Cheap after the first call.
+pub fn join_cache(cache: &Path) -> Result<(), InputError> {
+    static JOINED: Mutex<Vec<(PathBuf, fs::File)>> = Mutex::new(Vec::new());
+    let mut joined = JOINED.lock().unwrap_or_else(|e| e.into_inner());
+    if joined.iter().any(|(c, _)| c == cache) {
+        return Ok(());
+    }
+    let path = cache.join(".lock");
+    let file = match lock_file(&path) {
+        Ok(file) => file,
+        // A cache this process may only read: nothing here can write to it, so there is nothing
+        // to hold apart or sweep.
+        Err(InputError::Io { source, .. })
+            if matches!(
+                source.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            sweep(cache);
+            // Downgrade to shared: other processes may join now.
+            file.lock_shared().map_err(InputError::io(&path))?;
+        }
+        Err(fs::TryLockError::WouldBlock) => file.lock_shared().map_err(InputError::io(&path))?,
+        Err(fs::TryLockError::Error(e)) => return Err(InputError::from_io(path, e)),
+    }
+    joined.push((cache.to_owned(), file));
+    Ok(())
+}
+
+/// Deletes the temporaries of killed processes (best effort: one that cannot be deleted is left
+/// for a later run).
+fn sweep(cache: &Path) {
+    for (dir, prefixes) in TEMPORARIES {
+        let Ok(entries) = fs::read_dir(cache.join(dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if prefixes
+                .iter()
+                .any(|p| name.to_string_lossy().starts_with(p))
+            {
+                let path = entry.path();
+                let _ = match entry.file_type() {
+                    Ok(t) if t.is_dir() => fs::remove_dir_all(&path),
+                    _ => fs::remove_file(&path),
+                };
+            }
+        }
+    }
+}
 
 /// What a file that is not a regular file is, for messages (`a FIFO`, `a folder`, ...).
 pub(crate) fn kind(file_type: fs::FileType) -> &'static str {

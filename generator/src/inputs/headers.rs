@@ -6,9 +6,30 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::files::{kind, read_regular};
-use super::{Headers, InputError, Provenance, sha256_file};
+use super::error::InputError;
+use super::files::{kind, read_regular, sha256_file};
+use super::lock::Provenance;
 use crate::target::Ctk;
+
+/// The CUDA headers of one target, checked: the three headers generation reads exist, `crt/` is
+/// reachable from the include folders, and `cuda.h` defines the target's `CUDA_VERSION`.
+#[derive(Clone, Debug)]
+pub struct Headers {
+    /// The target these headers were checked against.
+    pub ctk: Ctk,
+    /// The folders to pass as `-I`, in order.
+    pub include_dirs: Vec<PathBuf>,
+    /// `cuda.h` (the driver API).
+    pub cuda_h: PathBuf,
+    /// `cuda_runtime_api.h` (the runtime API).
+    pub runtime_api_h: PathBuf,
+    /// `cudaTypedefs.h` (one `PFN_` typedef per ABI version of each driver function).
+    pub typedefs_h: PathBuf,
+    /// The `CUDA_VERSION` that `cuda.h` defines, e.g. 13000.
+    pub cuda_version: u32,
+    /// Where the headers came from: one line per wheel, or one per header of a local toolkit.
+    pub source: Vec<Provenance>,
+}
 
 /// The headers generation reads directly, and the one they include that lives in another package.
 const CUDA_H: &str = "cuda.h";

@@ -1,14 +1,32 @@
 //! The libclang bindgen loads: a `LIBCLANG_PATH` override, and the clang arguments that stand in
 //! for the resource headers the pinned libclang lacks.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use super::{InputError, Libclang, Provenance, sha256_file};
+use super::error::InputError;
+use super::files::sha256_file;
+use super::lock::Provenance;
 
 /// The version of the pinned libclang wheel.
 pub const LIBCLANG_VERSION: &str = "18.1.1";
+
+/// The libclang that bindgen loads, and what clang needs besides it.
+#[derive(Clone, Debug)]
+pub struct Libclang {
+    /// The library file itself, which [`Libclang::activate`] loads.
+    pub library: PathBuf,
+    /// The libclang version: [`LIBCLANG_VERSION`] for the pinned one, `"unknown"` for an override.
+    pub version: String,
+    /// Extra clang arguments: `-isystem <gcc's include folder>`, since the pinned libclang ships no
+    /// resource headers such as `<stddef.h>`.
+    pub clang_args: Vec<String>,
+    /// Where it came from.
+    pub source: Provenance,
+    /// Set when `LIBCLANG_PATH` overrides the pinned libclang: a warning for the user.
+    pub warning: Option<String>,
+}
 
 impl Libclang {
     /// Makes this libclang the one bindgen uses on the calling thread: loaded once per process
@@ -21,7 +39,7 @@ impl Libclang {
     /// from one generation to the next, and the caller's own value is only ever read once, by the
     /// caller, into its configuration.
     pub fn activate(&self) -> Result<(), InputError> {
-        type Loaded = Vec<(std::path::PathBuf, Arc<clang_sys::SharedLibrary>)>;
+        type Loaded = Vec<(PathBuf, Arc<clang_sys::SharedLibrary>)>;
         static LOADED: Mutex<Loaded> = Mutex::new(Vec::new());
         let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
         let library = match loaded.iter().find(|(path, _)| *path == self.library) {

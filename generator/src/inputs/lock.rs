@@ -2,13 +2,39 @@
 //! its SHA-256; and for each CTK target the generator can make, which two wheels hold its headers
 //! (`target <MAJOR.MINOR> <headers spec> <crt spec>`). The lock is the list of targets.
 
+use std::fmt;
 use std::path::Path;
 
-use super::{InputError, Provenance};
+use super::error::InputError;
 use crate::Ctk;
 
 /// Where the lock lives in the workspace.
 pub const LOCK_PATH: &str = "generator/inputs.lock";
+
+/// One input generation read, as recorded in the provenance of the generated files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Provenance {
+    /// The package (`nvidia-cuda-runtime`, `libclang`), or `cuda-home` for a local toolkit.
+    pub name: String,
+    /// The package version, or the toolkit's CUDA version (`12.9`).
+    pub version: String,
+    /// The wheel file name, or the path of a local file (`override: <library>` for the library
+    /// that `LIBCLANG_PATH` leads clang-sys to).
+    pub file: String,
+    /// SHA-256 of that file, lower-case hex.
+    pub sha256: String,
+}
+
+impl fmt::Display for Provenance {
+    /// One line: `<name>==<version> <file> sha256:<hex>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}=={} {} sha256:{}",
+            self.name, self.version, self.file, self.sha256
+        )
+    }
+}
 
 /// A parsed lock file.
 #[derive(Clone, Debug)]

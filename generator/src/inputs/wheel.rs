@@ -1,18 +1,30 @@
-//! Wheels: fetching one with pip, checking its SHA-256 against the lock, and unpacking part of it
-//! safely (no entry may land outside the target folder; a failed unpack leaves nothing behind),
-//! with a manifest of what was written (see `unpacked.rs`).
+//! Wheels: fetching one with pip, and reading one. A [`Wheel`] is opened once: the SHA-256 is
+//! taken of the open file and the zip is read from that same file, so the bytes checked against
+//! the lock are the bytes unpacked. Opening checks what a wheel promises about itself before
+//! anything of it is trusted: unique, plain entry names; exactly one `*.dist-info/RECORD` that
+//! lists every file once, with the size the zip states; and a cap on the decompressed size.
+//! Unpacking checks each written file's size and SHA-256 against its RECORD line.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-use super::files::{hex, sha256_file};
-use super::unpacked::{self, FileRecord, is_kept};
-use super::{InputError, LockEntry, report};
+use super::error::InputError;
+use super::files::{hex, open_regular, report, sha256_file, sha256_reader};
+use super::lock::LockEntry;
+
+/// The most a wheel may decompress to, all entries together: 1 GiB. The largest pinned wheel,
+/// `nvidia-cuda-nvcc-cu12` 12.9 (40 MB compressed), holds 98 MB; a wheel beyond the cap is refused
+/// before anything is decompressed, and no entry is read beyond the size its RECORD states.
+pub const MAX_UNPACKED_BYTES: u64 = 1 << 30;
+
+/// The most a RECORD may hold (the pinned wheels' are under 20 kB).
+const MAX_RECORD_BYTES: u64 = 16 << 20;
 
 /// The download step: puts the wheel of `name==version` into a folder.
 pub trait Fetch {
@@ -39,12 +51,10 @@ impl Default for Pip {
     }
 }
 
-impl Fetch for Pip {
-    fn fetch(&self, spec: &str, dir: &Path) -> Result<(), InputError> {
-        let failed = |detail: String| InputError::Download {
-            spec: spec.to_owned(),
-            detail,
-        };
+impl Pip {
+    /// Downloads the wheel that `spec` (a requirement, e.g. `name==13.0.*`) selects into `dir`,
+    /// returning what pip printed on stderr (its warnings).
+    pub fn download(&self, spec: &str, dir: &Path) -> Result<String, InputError> {
         let output = Command::new(&self.python)
             .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
             .args(["--platform", &self.platform])
@@ -53,25 +63,398 @@ impl Fetch for Pip {
             .arg(dir)
             .arg(spec)
             .output()
-            .map_err(|e| {
-                failed(format!(
-                    "could not run {}: {e}",
-                    Path::new(&self.python).display()
-                ))
+            .map_err(|e| InputError::Download {
+                spec: spec.to_owned(),
+                detail: format!("could not run {}: {e}", Path::new(&self.python).display()),
             })?;
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         if output.status.success() {
-            return Ok(());
+            return Ok(stderr);
         }
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr
-            .lines()
-            .rev()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("pip exited with {}", output.status));
-        Err(failed(last))
+        Err(pip_failure(spec, dir, &stderr, &output.status.to_string()))
     }
+}
+
+impl Fetch for Pip {
+    fn fetch(&self, spec: &str, dir: &Path) -> Result<(), InputError> {
+        self.download(spec, dir).map(drop)
+    }
+}
+
+/// What pip prints when it cannot reach the index (its retries, urllib3's connection errors).
+const UNREACHABLE: [&str; 7] = [
+    "Failed to establish a new connection",
+    "NewConnectionError",
+    "Could not fetch URL",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "connection broken by",
+    "ConnectTimeoutError",
+];
+
+/// The error of a failed `pip download`, from its stderr: a full disk and an unreachable index
+/// are named as such (pip ends both with "No matching distribution found"), anything else by
+/// pip's last line.
+fn pip_failure(spec: &str, dir: &Path, stderr: &str, status: &str) -> InputError {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if let Some(line) = lines
+        .iter()
+        .find(|l| l.contains("No space left on device") || l.contains("[Errno 28]"))
+    {
+        return InputError::DiskFull {
+            path: dir.to_owned(),
+            detail: format!("pip: {line}"),
+        };
+    }
+    if let Some(line) = lines
+        .iter()
+        .find(|l| UNREACHABLE.iter().any(|m| l.contains(m)))
+    {
+        // urllib3's line is long: keep the reason (`[Errno 111] Connection refused`).
+        let detail = line
+            .split_once("Failed to establish a new connection: ")
+            .map(|(_, rest)| rest.split(['\'', ')']).next().unwrap_or(rest).to_owned())
+            .unwrap_or_else(|| line.chars().take(200).collect());
+        return InputError::Unreachable {
+            spec: spec.to_owned(),
+            detail,
+        };
+    }
+    let mut detail = lines
+        .last()
+        .map(|l| (*l).to_owned())
+        .unwrap_or_else(|| format!("pip exited with {status}"));
+    // pip names the versions it saw on the line before ("Could not find a version that
+    // satisfies the requirement x (from versions: 1.0, 1.1)").
+    if let Some(seen) = lines
+        .iter()
+        .find_map(|l| l.split_once("(from versions: ").map(|(_, rest)| rest))
+        && !detail.contains("(from versions: ")
+    {
+        detail = format!("{detail} (from versions: {seen}");
+    }
+    InputError::Download {
+        spec: spec.to_owned(),
+        detail,
+    }
+}
+
+/// One file of a wheel: its path inside the wheel (with `/`), size and SHA-256 (lower-case hex).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FileRecord {
+    pub(crate) path: String,
+    pub(crate) size: u64,
+    pub(crate) sha256: String,
+}
+
+/// Whether the entry `name` lies at or under `keep` (a folder or a single file of the wheel).
+pub(crate) fn is_kept(name: &str, keep: &str) -> bool {
+    name.strip_prefix(keep)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Whether an entry name is a plain relative path (no root, drive, `..` or NUL).
+fn is_safe(name: &str) -> bool {
+    !name.contains('\0')
+        && !name.starts_with('\\')
+        && Path::new(name)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+/// A wheel file, opened once and checked as the module documentation says.
+pub struct Wheel {
+    path: PathBuf,
+    sha256: String,
+    archive: zip::ZipArchive<io::BufReader<fs::File>>,
+    /// Every file the wheel holds (RECORD lines, checked against the zip), by path.
+    files: BTreeMap<String, FileRecord>,
+}
+
+impl std::fmt::Debug for Wheel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wheel")
+            .field("path", &self.path)
+            .field("sha256", &self.sha256)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Wheel {
+    /// Opens and checks the wheel at `path` (a regular file).
+    pub fn open(path: &Path) -> Result<Wheel, InputError> {
+        Wheel::read(path, None)
+    }
+
+    /// Opens the wheel at `path` if its SHA-256 is the one `entry` locks ([`InputError::HashMismatch`]
+    /// otherwise, before its content is read), and checks it.
+    pub fn open_locked(path: &Path, entry: &LockEntry) -> Result<Wheel, InputError> {
+        Wheel::read(path, Some(entry))
+    }
+
+    fn read(path: &Path, locked: Option<&LockEntry>) -> Result<Wheel, InputError> {
+        let mut file = open_regular(path, "replace it with the real wheel")?;
+        let (sha256, _) = sha256_reader(&mut file).map_err(InputError::io(path))?;
+        if let Some(entry) = locked
+            && sha256 != entry.sha256
+        {
+            return Err(InputError::HashMismatch {
+                file: entry.file.clone(),
+                actual: sha256,
+                expected: entry.sha256.clone(),
+                path: path.to_owned(),
+            });
+        }
+        file.rewind().map_err(InputError::io(path))?;
+        let zip_err = |source| InputError::Zip {
+            wheel: path.to_owned(),
+            source,
+        };
+        let untrusted = |problem: String| InputError::UntrustedWheel {
+            wheel: path.to_owned(),
+            problem,
+        };
+        let mut archive = zip::ZipArchive::new(io::BufReader::new(file)).map_err(zip_err)?;
+        if archive.has_duplicate_names() {
+            return Err(untrusted(
+                "it holds two zip entries of one name (a reader would see only one of them)"
+                    .to_owned(),
+            ));
+        }
+        let mut sizes = BTreeMap::new();
+        let mut records = Vec::new();
+        let mut total = 0u64;
+        for i in 0..archive.len() {
+            let entry = archive.by_index_raw(i).map_err(zip_err)?;
+            let name = entry.name().map_err(zip_err)?.into_owned();
+            if !is_safe(&name) || entry.is_symlink() {
+                return Err(InputError::UnsafeEntry {
+                    wheel: path.to_owned(),
+                    entry: name,
+                });
+            }
+            total = total.saturating_add(entry.size());
+            if entry.is_dir() {
+                continue;
+            }
+            if let Some(dist_info) = name.strip_suffix(".dist-info/RECORD")
+                && !dist_info.contains('/')
+            {
+                records.push((i, name.clone()));
+            }
+            sizes.insert(name, entry.size());
+        }
+        if total > MAX_UNPACKED_BYTES {
+            return Err(untrusted(format!(
+                "it decompresses to {total} bytes, more than the cap of {MAX_UNPACKED_BYTES} bytes"
+            )));
+        }
+        let (record_index, record_name) = match &records[..] {
+            [one] => one.clone(),
+            [] => return Err(untrusted("it has no *.dist-info/RECORD".to_owned())),
+            _ => {
+                return Err(untrusted(format!(
+                    "it has {} *.dist-info/RECORD files, not one",
+                    records.len()
+                )));
+            }
+        };
+        let mut record = String::new();
+        archive
+            .by_index(record_index)
+            .map_err(zip_err)?
+            .take(MAX_RECORD_BYTES)
+            .read_to_string(&mut record)
+            .map_err(|e| untrusted(format!("its RECORD is unreadable ({e})")))?;
+        let files = parse_record(&record, &record_name).map_err(untrusted)?;
+        for (name, size) in &sizes {
+            let unlisted_ok = *name == record_name
+                || name.ends_with(".dist-info/RECORD.jws")
+                || name.ends_with(".dist-info/RECORD.p7s");
+            match files.get(name) {
+                None if unlisted_ok => {}
+                None => return Err(untrusted(format!("its RECORD does not list {name}"))),
+                Some(r) if r.size != *size => {
+                    return Err(untrusted(format!(
+                        "its RECORD says {name} has {} bytes, the zip entry says {size}",
+                        r.size
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(name) = files.keys().find(|n| !sizes.contains_key(*n)) {
+            return Err(untrusted(format!(
+                "its RECORD lists {name}, which the wheel does not hold"
+            )));
+        }
+        Ok(Wheel {
+            path: path.to_owned(),
+            sha256,
+            archive,
+            files,
+        })
+    }
+
+    /// Where the wheel lies.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The SHA-256 of its bytes, lower-case hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// What the wheel's RECORD states about its files at or under `keep`, sorted by path; an
+    /// error if there are none.
+    pub(crate) fn stated(&self, keep: &str) -> Result<Vec<FileRecord>, InputError> {
+        let kept: Vec<FileRecord> = self
+            .files
+            .values()
+            .filter(|r| is_kept(&r.path, keep))
+            .cloned()
+            .collect();
+        if kept.is_empty() {
+            return Err(InputError::NothingToUnpack {
+                wheel: self.path.clone(),
+                prefix: keep.to_owned(),
+            });
+        }
+        Ok(kept)
+    }
+
+    /// Writes the files at or under `keep` into the existing, empty folder `dest` (keeping their
+    /// paths) and returns them, sorted by path. Each file must have the size and SHA-256 its
+    /// RECORD line states; no entry is read beyond that size.
+    pub(crate) fn unpack(
+        &mut self,
+        keep: &str,
+        dest: &Path,
+    ) -> Result<Vec<FileRecord>, InputError> {
+        let stated = self.stated(keep)?;
+        let wheel = self.path.clone();
+        let zip_err = |source| InputError::Zip {
+            wheel: wheel.clone(),
+            source,
+        };
+        for want in &stated {
+            let mut entry = self.archive.by_name(&want.path).map_err(zip_err)?;
+            let out = dest.join(&want.path);
+            if let Some(parent) = out.parent() {
+                fs::create_dir_all(parent).map_err(InputError::io(parent))?;
+            }
+            let mut file = Hashing {
+                inner: fs::File::create_new(&out).map_err(InputError::io(&out))?,
+                hasher: Sha256::new(),
+                len: 0,
+            };
+            // One byte past the stated size is enough to tell that it lies.
+            io::copy(&mut (&mut entry).take(want.size + 1), &mut file)
+                .map_err(InputError::io(&out))?;
+            let got = hex(&file.hasher.finalize());
+            if file.len != want.size || got != want.sha256 {
+                return Err(InputError::InconsistentWheel {
+                    wheel: self.path.clone(),
+                    entry: want.path.clone(),
+                    detail: format!(
+                        "its bytes are {} with sha256 {got}, its RECORD says {} bytes with sha256 {}",
+                        if file.len > want.size {
+                            format!("more than {} bytes", want.size)
+                        } else {
+                            format!("{} bytes", file.len)
+                        },
+                        want.size,
+                        want.sha256
+                    ),
+                });
+            }
+            #[cfg(unix)]
+            if let Some(mode) = entry.unix_mode() {
+                use std::os::unix::fs::PermissionsExt;
+                // Owner read/write always, so the cache can be read and deleted.
+                let perms = fs::Permissions::from_mode((mode & 0o755) | 0o600);
+                fs::set_permissions(&out, perms).map_err(InputError::io(&out))?;
+            }
+        }
+        Ok(stated)
+    }
+}
+
+/// The lines of a RECORD (`path,sha256=<unpadded url-safe base64>,size`; the path may be quoted),
+/// by path. Every line must have a SHA-256 and a size, except those of RECORD itself and its
+/// signatures; a path listed twice is an error.
+fn parse_record(record: &str, record_name: &str) -> Result<BTreeMap<String, FileRecord>, String> {
+    let mut out = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for line in record.lines().filter(|l| !l.trim().is_empty()) {
+        // The hash and size hold no comma; the path may.
+        let mut parts = line.rsplitn(3, ',');
+        let (Some(size), Some(hash), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(format!("its RECORD has a malformed line '{line}'"));
+        };
+        let path = match path.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+            Some(quoted) => quoted.replace("\"\"", "\""),
+            None => path.to_owned(),
+        };
+        if !seen.insert(path.clone()) {
+            return Err(format!("its RECORD lists {path} twice"));
+        }
+        let unhashed = path == record_name
+            || path.ends_with(".dist-info/RECORD.jws")
+            || path.ends_with(".dist-info/RECORD.p7s");
+        if unhashed && hash.is_empty() {
+            continue;
+        }
+        let digest = hash
+            .strip_prefix("sha256=")
+            .and_then(base64_url)
+            .filter(|d| d.len() == 32)
+            .ok_or_else(|| format!("its RECORD gives {path} no SHA-256"))?;
+        let size = size
+            .parse()
+            .map_err(|_| format!("its RECORD gives {path} no size"))?;
+        out.insert(
+            path.clone(),
+            FileRecord {
+                path,
+                size,
+                sha256: hex(&digest),
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Decodes the unpadded URL-safe base64 of a RECORD hash. (Eight lines; a base64 crate would be
+/// the generator's only use of one.)
+fn base64_url(text: &str) -> Option<Vec<u8>> {
+    let mut bits = 0u32;
+    let mut nbits = 0;
+    let mut out = Vec::new();
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        bits = (bits << 6) | u32::from(v);
+        nbits += 6;
+        if nbits >= 8 {
+            nbits -= 8;
+            out.push((bits >> nbits) as u8);
+            bits &= (1 << nbits) - 1;
+        }
+    }
+    Some(out)
 }
 
 /// Checks that the wheel at `path` has the SHA-256 that `entry` locks.
@@ -89,20 +472,40 @@ pub fn verify_wheel(path: &Path, entry: &LockEntry) -> Result<(), InputError> {
     }
 }
 
-/// The wheel of `entry` in `wheels`: the cached copy if its hash matches, else a fresh download
-/// (which must then match).
+/// Unpacks the entries of `wheel` at or under `keep` into the folder `dest` (created if needed),
+/// keeping their paths, after checking the wheel (see [`Wheel::open`]): if any entry is unsafe or
+/// the wheel breaks its own RECORD, nothing is written.
+pub fn unpack_wheel(wheel: &Path, keep: &str, dest: &Path) -> Result<(), InputError> {
+    let mut wheel = Wheel::open(wheel)?;
+    wheel.stated(keep)?;
+    fs::create_dir_all(dest).map_err(InputError::io(dest))?;
+    wheel.unpack(keep, dest).map(drop)
+}
+
+/// The wheel of `entry` in `wheels`, opened and checked: the cached copy if its hash matches, else
+/// a fresh download, which must match before it is moved into the cache (so the cache never holds
+/// bytes that fail the lock under the locked name). If the download fails while a cached copy
+/// of other bytes is there, the error names that mismatch.
 pub(crate) fn ensure(
     entry: &LockEntry,
     fetch: &dyn Fetch,
     wheels: &Path,
-) -> Result<PathBuf, InputError> {
+) -> Result<Wheel, InputError> {
     let path = wheels.join(&entry.file);
-    if path.is_file() && sha256_file(&path)? == entry.sha256 {
-        return Ok(path);
+    let mut stale = None;
+    if fs::symlink_metadata(&path).is_ok() {
+        match Wheel::open_locked(&path, entry) {
+            Ok(wheel) => return Ok(wheel),
+            Err(InputError::HashMismatch { actual, .. }) => {
+                stale = Some(format!("sha256 {actual}"));
+            }
+            Err(InputError::NotRegular { kind, .. }) => stale = Some(kind.to_owned()),
+            Err(e) => return Err(e),
+        }
     }
     fs::create_dir_all(wheels).map_err(InputError::io(wheels))?;
     let tmp = tempfile::Builder::new()
-        .prefix(".download-")
+        .prefix(super::files::DOWNLOAD_PREFIX)
         .tempdir_in(wheels)
         .map_err(InputError::io(wheels))?;
     report(&format!(
@@ -111,7 +514,23 @@ pub(crate) fn ensure(
         entry.file,
         wheels.display()
     ));
-    fetch.fetch(&entry.spec(), tmp.path())?;
+    if let Err(e) = fetch.fetch(&entry.spec(), tmp.path()) {
+        return Err(match stale {
+            Some(found) => InputError::CachedMismatch {
+                path,
+                found,
+                expected: entry.sha256.clone(),
+                detail: match e {
+                    InputError::Download { detail, .. } => detail,
+                    InputError::Unreachable { detail, .. } => {
+                        format!("the package index is unreachable: {detail}")
+                    }
+                    other => other.to_string(),
+                },
+            },
+            None => e,
+        });
+    }
     let got = tmp.path().join(&entry.file);
     if !got.is_file() {
         let mut names: Vec<String> = fs::read_dir(tmp.path())
@@ -130,16 +549,29 @@ pub(crate) fn ensure(
             expected: entry.file.clone(),
         });
     }
+    let mut wheel = Wheel::open_locked(&got, entry).map_err(|e| match e {
+        InputError::HashMismatch {
+            file,
+            actual,
+            expected,
+            ..
+        } => InputError::DownloadMismatch {
+            file,
+            actual,
+            expected,
+        },
+        other => other,
+    })?;
     let size = fs::metadata(&got).map_err(InputError::io(&got))?.len();
     fs::rename(&got, &path).map_err(InputError::io(&path))?;
-    verify_wheel(&path, entry)?;
+    wheel.path = path;
     report(&format!(
         "downloaded {}: {}, cached as {}",
         entry.spec(),
         human_size(size),
-        path.display()
+        wheel.path.display()
     ));
-    Ok(path)
+    Ok(wheel)
 }
 
 /// `24.6 MB (24567890 bytes)`.
@@ -167,152 +599,6 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-/// Whether an entry name is a plain relative path (no root, drive, `..` or NUL).
-fn is_safe(name: &str) -> bool {
-    !name.contains('\0')
-        && !name.starts_with('\\')
-        && Path::new(name)
-            .components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-}
-
-/// Unpacks the entries of `wheel` at or under `keep` into the folder `dest` (created if needed),
-/// keeping their paths. Every entry name is checked first, kept or not: if any is absolute or has
-/// a `..` component (or a kept entry is a link), nothing is written.
-pub fn unpack_wheel(wheel: &Path, keep: &str, dest: &Path) -> Result<(), InputError> {
-    unpack_recorded(wheel, keep, dest).map(drop)
-}
-
-/// [`unpack_wheel`], returning each written file's path, size and SHA-256, sorted by path.
-fn unpack_recorded(wheel: &Path, keep: &str, dest: &Path) -> Result<Vec<FileRecord>, InputError> {
-    let zip_err = |source| InputError::Zip {
-        wheel: wheel.to_owned(),
-        source,
-    };
-    let file = fs::File::open(wheel).map_err(InputError::io(wheel))?;
-    let mut archive = zip::ZipArchive::new(io::BufReader::new(file)).map_err(zip_err)?;
-
-    let mut kept = Vec::new();
-    for i in 0..archive.len() {
-        let entry = archive.by_index_raw(i).map_err(zip_err)?;
-        let name = entry.name().map_err(zip_err)?.into_owned();
-        let unsafe_entry = || InputError::UnsafeEntry {
-            wheel: wheel.to_owned(),
-            entry: name.clone(),
-        };
-        if !is_safe(&name) {
-            return Err(unsafe_entry());
-        }
-        if is_kept(name.trim_end_matches('/'), keep) {
-            if entry.is_symlink() {
-                return Err(unsafe_entry());
-            }
-            kept.push(i);
-        }
-    }
-    if kept.is_empty() {
-        return Err(InputError::NothingToUnpack {
-            wheel: wheel.to_owned(),
-            prefix: keep.to_owned(),
-        });
-    }
-
-    fs::create_dir_all(dest).map_err(InputError::io(dest))?;
-    let mut records = Vec::new();
-    for i in kept {
-        let mut entry = archive.by_index(i).map_err(zip_err)?;
-        let name = entry.name().map_err(zip_err)?.into_owned();
-        let out = dest.join(&name);
-        if entry.is_dir() {
-            fs::create_dir_all(&out).map_err(InputError::io(&out))?;
-            continue;
-        }
-        if let Some(parent) = out.parent() {
-            fs::create_dir_all(parent).map_err(InputError::io(parent))?;
-        }
-        let mut file = Hashing {
-            inner: fs::File::create(&out).map_err(InputError::io(&out))?,
-            hasher: Sha256::new(),
-            len: 0,
-        };
-        io::copy(&mut entry, &mut file).map_err(InputError::io(&out))?;
-        records.push(FileRecord {
-            path: name,
-            size: file.len,
-            sha256: hex(&file.hasher.finalize()),
-        });
-        #[cfg(unix)]
-        if let Some(mode) = entry.unix_mode() {
-            use std::os::unix::fs::PermissionsExt;
-            // Owner read/write always, so the cache can be read and deleted.
-            let perms = fs::Permissions::from_mode((mode & 0o755) | 0o600);
-            fs::set_permissions(&out, perms).map_err(InputError::io(&out))?;
-        }
-    }
-    records.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(records)
-}
-
-/// Unpacks `keep` of `wheel` into a temporary folder next to `root`, writes the manifest there
-/// (after checking each file against what the wheel states), then renames the folder to `root`,
-/// so `root` either holds the whole part and its manifest or does not exist.
-pub(crate) fn unpack_into_place(wheel: &Path, keep: &str, root: &Path) -> Result<(), InputError> {
-    let parent = root.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(parent).map_err(InputError::io(parent))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".unpack-")
-        .tempdir_in(parent)
-        .map_err(InputError::io(parent))?;
-    let written = unpack_recorded(wheel, keep, tmp.path())?;
-    let stated = unpacked::from_wheel(wheel, keep)?;
-    if let Some((w, s)) = written.iter().zip(&stated).find(|(w, s)| w != s) {
-        return Err(InputError::InconsistentWheel {
-            wheel: wheel.to_owned(),
-            entry: w.path.clone(),
-            detail: format!(
-                "its bytes are {} bytes with sha256 {}, its RECORD says {} bytes with sha256 {}",
-                w.size, w.sha256, s.size, s.sha256
-            ),
-        });
-    }
-    let manifest = tmp.path().join(unpacked::MANIFEST);
-    fs::write(&manifest, unpacked::render(&written)).map_err(InputError::io(&manifest))?;
-    match fs::rename(tmp.path(), root) {
-        Ok(()) => {
-            let _ = tmp.keep();
-            Ok(())
-        }
-        // Another process unpacked the same wheel first; its tree is complete.
-        Err(_) if root.is_dir() => Ok(()),
-        Err(e) => Err(InputError::Io {
-            path: root.to_owned(),
-            source: e,
-        }),
-    }
-}
-
-/// Replaces the tree at `root`, which failed its check, with a fresh unpack of `keep` of `wheel`:
-/// the old tree is moved aside, the new one renamed into place, and the old one deleted.
-pub(crate) fn replace_unpacked(wheel: &Path, keep: &str, root: &Path) -> Result<(), InputError> {
-    let parent = root.parent().unwrap_or(Path::new("."));
-    let stale = tempfile::Builder::new()
-        .prefix(".stale-")
-        .tempdir_in(parent)
-        .map_err(InputError::io(parent))?;
-    match fs::rename(root, stale.path().join("old")) {
-        Ok(()) => {}
-        // Another process moved it first.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(InputError::Io {
-                path: root.to_owned(),
-                source: e,
-            });
-        }
-    }
-    unpack_into_place(wheel, keep, root)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,10 +624,54 @@ mod tests {
     }
 
     #[test]
-    fn sha256_of_empty_input() {
+    fn record_lines_and_their_base64() {
+        // sha256 of "a\n" is 87428fc5...
+        let record = "pkg/a.h,sha256=h0KPxSKAPTEGXnvOPPA_5HUJZjHl4Hu9eg_eYMTPJcc,2\n\"pkg/b,c.h\",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\npkg.dist-info/RECORD,,\n";
+        let files = parse_record(record, "pkg.dist-info/RECORD").unwrap();
         assert_eq!(
-            super::super::files::sha256_hex(b""),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+            (files["pkg/a.h"].sha256.as_str(), files["pkg/a.h"].size),
+            (super::super::files::sha256_hex(b"a\n").as_str(), 2)
         );
+        assert_eq!(
+            files["pkg/b,c.h"].sha256,
+            super::super::files::sha256_hex(b"")
+        );
+        assert_eq!(files.len(), 2);
+        for (bad, want) in [
+            (
+                format!("{record}pkg/a.h,sha256=h0KPxSKAPTEGXnvOPPA_5HUJZjHl4Hu9eg_eYMTPJcc,2\n"),
+                "lists pkg/a.h twice",
+            ),
+            ("pkg/a.h,,2\n".to_owned(), "gives pkg/a.h no SHA-256"),
+            ("pkg/a.h,md5=abc,2\n".to_owned(), "gives pkg/a.h no SHA-256"),
+            (
+                "pkg/a.h,sha256=h0KPxSKAPTEGXnvOPPA_5HUJZjHl4Hu9eg_eYMTPJcc,x\n".to_owned(),
+                "no size",
+            ),
+        ] {
+            let err = parse_record(&bad, "pkg.dist-info/RECORD").unwrap_err();
+            assert!(err.contains(want), "{err}");
+        }
+    }
+
+    #[test]
+    fn pip_failures_name_their_cause() {
+        let dir = Path::new("/cache/wheels/.download-x");
+        let offline = "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPConnection object at 0x7f>: Failed to establish a new connection: [Errno 111] Connection refused')': /simple/x/\nERROR: Could not find a version that satisfies the requirement x==1 (from versions: none)\nERROR: No matching distribution found for x==1\n";
+        assert_eq!(
+            pip_failure("x==1", dir, offline, "exit status: 1").to_string(),
+            "could not download x==1: the package index is unreachable ([Errno 111] Connection refused); check the network connection, or the index pip is configured with (PIP_INDEX_URL)"
+        );
+        let full = "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device\n";
+        let msg = pip_failure("x==1", dir, full, "exit status: 1").to_string();
+        assert!(
+            msg.starts_with("/cache/wheels/.download-x: the disk is full (pip: ERROR"),
+            "{msg}"
+        );
+        let none = "ERROR: No matching distribution found for x==1\n";
+        assert!(matches!(
+            pip_failure("x==1", dir, none, "exit status: 1"),
+            InputError::Download { .. }
+        ));
     }
 }
