@@ -67,6 +67,32 @@ pub enum Error {
         /// The failed call.
         source: cuda_hostcb::Error,
     },
+
+    /// A host sync mode was asked for where the target's bindings or the installed driver cannot
+    /// pass one; the closure was dropped uncalled.
+    #[error("{}", crate::sync_mode::unavailable(*.mode, .missing))]
+    SyncModeUnavailable {
+        /// The mode asked for.
+        mode: crate::HostSyncMode,
+        /// What is missing: the declarations in this target's headers, or a new enough driver.
+        missing: crate::SyncModeMissing,
+    },
+
+    /// A `NodeId` passed to an `UpdatableExec` names a node of another graph than
+    /// the one it was instantiated from.
+    #[error(
+        "the node belongs to another graph than the one this executable was instantiated from; \
+         pass a NodeId of a node of that graph"
+    )]
+    ForeignExecNode,
+
+    /// The closure that was to signal a stream's completion was dropped without being called
+    /// (CUDA does not call host functions once the context has an error).
+    #[error(
+        "the stream's completion host function was dropped without running (CUDA skips host \
+         functions once the context has hit an error); synchronize the stream to see the error"
+    )]
+    CompletionAbandoned,
 }
 
 impl Error {

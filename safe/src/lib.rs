@@ -73,12 +73,14 @@ mod callback;
 mod capture;
 mod error;
 mod panic;
+mod sync_mode;
 
 pub use capture::{CaptureMode, CaptureStatus};
 pub use error::Error;
 pub use panic::{
     CallbackPanic, PanicHook, PanicStage, default_panic_hook, set_panic_hook, take_panic_hook,
 };
+pub use sync_mode::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 
 /// One module per target enabled on `cuda-hostcb` (`cuda_hostcb::for_each_target!`), each
 /// compiling the same source (`src/target/`) over that target's driver bindings.
@@ -103,6 +105,21 @@ macro_rules! safe_target {
             pub use stream::Stream;
 
             capture_info!([$($capability)*]);
+
+            // Executable-graph node updates, host sync modes, borrowed graphs, completion futures.
+            mod completion;
+            mod exec_update;
+            mod interop;
+            mod sync_mode;
+
+            pub use completion::Completion;
+            pub use exec_update::{NodeId, UpdatableExec};
+            pub use interop::BorrowedGraph;
+
+            /// The CTK version of this target's headers.
+            const CTK: &str = $version;
+
+            host_v2!([$($capability)*]);
         }
     };
 }
@@ -145,6 +162,21 @@ macro_rules! capture_info {
                 )
             }
         }
+    };
+}
+
+/// Declares `host_v2` in a target module: `target/host_v2.rs` where the target's headers declare
+/// host sync modes (capability `host_func_v2`), else `target/host_v1.rs`, which refuses them.
+macro_rules! host_v2 {
+    ([]) => {
+        #[path = "host_v1.rs"]
+        mod host_v2;
+    };
+    ([host_func_v2 $($rest:ident)*]) => {
+        mod host_v2;
+    };
+    ([$other:ident $($rest:ident)*]) => {
+        host_v2!([$($rest)*]);
     };
 }
 
