@@ -191,9 +191,10 @@ fn exec_10000_node_updates_while_launches_are_in_flight() -> Outcome {
     let freed_live = Book::load(&book.drops).iter().filter(|&&d| d > 0).count();
 
     // While the gate held every launch, nothing a pending launch needs was freed: after update
-    // u (u >= 2) the store held both current closures and the u - 1 replaced ones.
+    // u the store held the closures of updates 0..=u (every one was launched before its
+    // replacement).
     let want_gated: Vec<usize> = (0..held_while_gated.len())
-        .map(|u| if u < 2 { u + 1 } else { 2 + (u - 1) })
+        .map(|u| u + 1)
         .collect();
     expect_seq(
         "closures held after each update while the gate held the launches",
@@ -205,10 +206,13 @@ fn exec_10000_node_updates_while_launches_are_in_flight() -> Outcome {
         &Book::load(&book.calls),
         &expected,
     )?;
+    // The bound: the two current closures, one replaced per launch of the window, one more for
+    // a launch whose completion was counted before its store call, and the one being replaced.
+    // An append-only store would hold all 10,000.
     expect_at_most(
         "the most closures the store held at once",
         most,
-        2 + IN_FLIGHT + 3,
+        2 + IN_FLIGHT + 4,
     )?;
     drop(exec);
     let all_dropped = || Book::load(&book.drops).iter().all(|&d| d >= 1);
