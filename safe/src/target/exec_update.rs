@@ -259,6 +259,25 @@ fn hold_in(graph: &Graph, store: &Arc<Store>) -> Result<GraphExec, Error> {
 /// [`Graph::instantiate_updatable`], which hands it the graph, so that [`NodeId`]s of the
 /// graph's nodes stay valid as long as it.
 ///
+/// ```no_run
+/// # async fn run() -> Result<(), cuda_hostcb_safe::Error> {
+/// use cuda_hostcb_safe::HostSyncMode;
+/// use cuda_hostcb_safe::ctk_13_0::{Context, Graph, Stream};
+///
+/// let ctx = Context::primary(0)?;
+/// ctx.make_current()?;
+/// let stream = Stream::new(&ctx)?;
+/// let graph = Graph::new(&ctx)?;
+/// let node = graph.add_host_node(&[], || println!("first closure"))?.id(); // a NodeId: no borrow
+/// let mut exec = graph.instantiate_updatable()?; // keeps the graph, so NodeIds stay valid
+/// exec.launch(&stream)?;
+/// exec.set_host_node(node, || println!("from the next launch on"))?; // no re-instantiation
+/// exec.launch(&stream)?;
+/// stream.completion()?.await?; // a Future, woken by a host function
+/// stream.launch_with_sync_mode(HostSyncMode::SpinWait, || {})?; // needs a CUDA 13.1 driver
+/// # Ok(()) }
+/// ```
+///
 /// # Who owns a closure set on a node
 ///
 /// A store of this executable, which the executable and each of its launches hold (a CUDA user
