@@ -29,7 +29,7 @@ const LEN: usize = 1 << 16;
 const REPLAYS: u32 = 5;
 const LAUNCHES: u32 = 3;
 
-/// Pinned host memory that the closure reads after the copies; freed on drop.
+/// Pinned host memory that the closure reads after the copies (freed at the end of `example`).
 struct Pinned(*mut u32);
 
 // SAFETY: the example keeps it alive until every launch that reads it has finished, and writes

@@ -42,6 +42,11 @@
 //!   CUDA copies that reference into clones and executables and holds it for in-flight launches,
 //!   so the closure lives as long as any of them and is dropped exactly once, by the user
 //!   object's destructor, after the last one goes.
+//! - [`UpdatableExec::set_host_node`](ctk_13_0::UpdatableExec::set_host_node) (`Fn + Send +
+//!   Sync`, an executable made by [`Graph::instantiate_updatable`](ctk_13_0::Graph::instantiate_updatable)):
+//!   owned by a store of the executable, which the executable and its launches hold through a
+//!   user object; a replaced closure is dropped once no launch can call it any more (the type's
+//!   documentation says when).
 //! - The raw path stays: [`Stream::launch_raw`](ctk_13_0::Stream::launch_raw) and
 //!   [`Graph::add_host_node_raw`](ctk_13_0::Graph::add_host_node_raw) hand a caller-owned
 //!   pointer and an `extern "C"` function to CUDA unchanged.

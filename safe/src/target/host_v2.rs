@@ -55,7 +55,8 @@ pub(super) fn params(call: HostFn, data: *mut c_void, mode: u32) -> Box<sys::CUg
     }
 }
 
-/// Adds a host node with a sync mode (`cuGraphAddNode`, no edge data).
+/// Adds a host node with a sync mode (`cuGraphAddNode_v2`, what `cuda.h`'s `cuGraphAddNode` names
+/// from CTK 12.3 on; no edge data).
 ///
 /// # Safety
 /// `graph` and `deps` are valid; `call(data)` is sound on every launch of the graph and of
