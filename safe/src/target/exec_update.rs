@@ -490,6 +490,31 @@ mod tests {
     }
 
     #[test]
+    fn executables_move_between_threads_and_node_ids_are_shared() {
+        fn send<T: Send>() {}
+        fn sync<T: Sync>() {}
+        send::<UpdatableExec>();
+        send::<NodeId>();
+        sync::<NodeId>();
+        send::<super::super::Completion>();
+        sync::<super::super::Completion>();
+        send::<super::super::BorrowedGraph>();
+    }
+
+    #[test]
+    fn a_closure_a_launch_saw_is_kept_at_its_replacement() {
+        let store = Arc::new(Store::new());
+        let (calls, drops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (_, _, held) = counted(&store, 1, &calls, &drops);
+        assert!(store.install(1, held, 0).is_none());
+        // A launch was made at generation 1, while the closure was current: it must stay.
+        let (_, _, held) = counted(&store, 2, &calls, &drops);
+        assert!(store.install(1, held, 1).is_none());
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        assert_eq!(store.lock().held(), 2);
+    }
+
+    #[test]
     fn a_replaced_closure_goes_when_a_later_launch_calls_the_store() {
         let store = Arc::new(Store::new());
         let (calls, drops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
