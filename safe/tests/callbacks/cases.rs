@@ -276,6 +276,11 @@ fn exec_update_refusals_and_drops() -> Outcome {
     // The graph's own closure, the current one: both go with the executable (and its graph).
     wait_count("drops after the executable's", &drops, 102)?;
     drop(other);
+    println!(
+        "{TARGET}::exec_refusals: a foreign NodeId refused (closure dropped uncalled); 100 \
+         unlaunched updates: 100 drops at once, 1 held; then 1 call, {} drops in all",
+        drops.load(SeqCst)
+    );
     done()
 }
 
