@@ -43,6 +43,23 @@ pub enum Error {
         /// The failed call.
         source: cuda_hostcb::Error,
     },
+
+    /// A host sync mode was asked for where the target's bindings or the installed driver cannot
+    /// pass one; the closure was dropped uncalled.
+    SyncModeUnavailable {
+        /// The mode asked for.
+        mode: crate::HostSyncMode,
+        /// What is missing: the declarations in this target's headers, or a new enough driver.
+        missing: crate::SyncModeMissing,
+    },
+
+    /// A `NodeId` passed to an `UpdatableExec` names a node of another graph than
+    /// the one it was instantiated from.
+    ForeignExecNode,
+
+    /// The closure that was to signal a stream's completion was dropped without being called
+    /// (CUDA does not call host functions once the context has an error).
+    CompletionAbandoned,
 }
 
 // Written out rather than derived, so that the crate users build pulls in no proc-macro stack.
@@ -78,6 +95,18 @@ impl fmt::Display for Error {
                 f,
                 "the executable graph cannot be updated from this graph ({reason}); instantiate \
                  the graph anew instead: {source}"
+            ),
+            Error::SyncModeUnavailable { mode, missing } => {
+                f.write_str(&crate::sync_mode::unavailable(*mode, missing))
+            }
+            Error::ForeignExecNode => f.write_str(
+                "the node belongs to another graph than the one this executable was instantiated \
+                 from; pass a NodeId of a node of that graph",
+            ),
+            Error::CompletionAbandoned => f.write_str(
+                "the stream's completion host function was dropped without running (CUDA skips \
+                 host functions once the context has hit an error); synchronize the stream to see \
+                 the error",
             ),
         }
     }

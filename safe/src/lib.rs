@@ -59,6 +59,10 @@
 //!   clones and executables and holds it for in-flight launches, so the closure lives as long as
 //!   any of them and is dropped exactly once, by the user object's destructor, after the last one
 //!   goes.
+//! - `UpdatableExec::set_host_node` (`Fn + Send + Sync`, an executable made by
+//!   `Graph::instantiate_updatable`): owned by a store of the executable, which the executable
+//!   and its launches hold through a user object; a replaced closure is dropped once no launch
+//!   can call it any more (the type's documentation says when).
 //! - The raw path stays: `Stream::launch_raw` and `Graph::add_host_node_raw` hand a caller-owned
 //!   pointer and an `extern "C"` function to CUDA unchanged.
 //!
@@ -87,12 +91,14 @@ mod callback;
 mod capture;
 mod error;
 mod panic;
+mod sync_mode;
 
 pub use capture::{CaptureMode, CaptureStatus};
 pub use error::Error;
 pub use panic::{
     CallbackPanic, PanicHook, PanicStage, default_panic_hook, set_panic_hook, take_panic_hook,
 };
+pub use sync_mode::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 
 /// One module per target enabled on `cuda-hostcb` (`cuda_hostcb::for_each_target!`), each
 /// compiling the same source (`src/target/`) over that target's driver bindings.
@@ -142,6 +148,21 @@ macro_rules! safe_target {
             pub use stream::Stream;
 
             capture_info!([$($capability)*]);
+
+            // Executable-graph node updates, host sync modes, borrowed graphs, completion futures.
+            mod completion;
+            mod exec_update;
+            mod interop;
+            mod sync_mode;
+
+            pub use completion::Completion;
+            pub use exec_update::{NodeId, UpdatableExec};
+            pub use interop::BorrowedGraph;
+
+            /// The CTK version of this target's headers.
+            const CTK: &str = $version;
+
+            host_v2!([$($capability)*]);
         }
     };
 }
@@ -184,6 +205,21 @@ macro_rules! capture_info {
                 )
             }
         }
+    };
+}
+
+/// Declares `host_v2` in a target module: `target/host_v2.rs` where the target's headers declare
+/// host sync modes (capability `host_func_v2`), else `target/host_v1.rs`, which refuses them.
+macro_rules! host_v2 {
+    ([]) => {
+        #[path = "host_v1.rs"]
+        mod host_v2;
+    };
+    ([host_func_v2 $($rest:ident)*]) => {
+        mod host_v2;
+    };
+    ([$other:ident $($rest:ident)*]) => {
+        host_v2!([$($rest)*]);
     };
 }
 

@@ -1,5 +1,5 @@
 //! A device's primary context, retained while any handle of it (or of a stream, graph or
-//! executable made in it) lives.
+//! executable made in it) lives, or a context someone else owns, borrowed.
 
 use std::ffi::c_int;
 use std::ptr;
@@ -21,6 +21,8 @@ struct Inner {
     raw: sys::CUcontext,
     device: sys::CUdevice,
     ordinal: usize,
+    /// A retained primary context (released on drop), or a borrowed one (left alone).
+    primary: bool,
 }
 
 // SAFETY: a primary context may be used and released from any thread.
@@ -60,7 +62,53 @@ impl Context {
             raw,
             device,
             ordinal,
+            primary: true,
         })))
+    }
+
+    /// Wraps a context that someone else owns, e.g. a non-primary context another crate made
+    /// with `cuCtxCreate` (or its primary context): streams, graphs and executables can then be
+    /// made in it and closures added to them. Dropping the last handle leaves the context alone
+    /// (no synchronisation, no release).
+    ///
+    /// # Safety
+    /// `raw` is a valid context until the last handle of it, and every stream, graph and
+    /// executable made through it, is gone; whoever owns it destroys it only after that.
+    pub unsafe fn borrow_raw(raw: sys::CUcontext) -> Result<Context, Error> {
+        callback::enter("Context::borrow_raw")?;
+        let count = Context::device_count()?;
+        let mut device: sys::CUdevice = 0;
+        let mut popped: sys::CUcontext = ptr::null_mut();
+        // SAFETY: the caller passes a valid context; it is popped again whatever the result.
+        let asked = unsafe {
+            sys::cuCtxPushCurrent(raw)?;
+            let asked = sys::cuCtxGetDevice(&mut device);
+            sys::cuCtxPopCurrent(&mut popped)?;
+            asked
+        };
+        asked?;
+        let mut ordinal = usize::MAX;
+        for i in 0..count {
+            let mut d: sys::CUdevice = 0;
+            // SAFETY: a valid out-pointer and an ordinal below the device count.
+            unsafe { sys::cuDeviceGet(&mut d, c_int::try_from(i).unwrap_or(c_int::MAX))? };
+            if d == device {
+                ordinal = i;
+                break;
+            }
+        }
+        Ok(Context(Arc::new(Inner {
+            raw,
+            device,
+            ordinal,
+            primary: false,
+        })))
+    }
+
+    /// Whether this is a retained primary context ([`Context::primary`]) rather than a borrowed
+    /// one ([`Context::borrow_raw`]).
+    pub fn is_primary(&self) -> bool {
+        self.0.primary
     }
 
     /// Makes this context the calling thread's current one (`cuCtxSetCurrent`); do it once on
@@ -122,6 +170,9 @@ pub(super) fn push(ctx: Option<&Context>) -> Result<Option<Pushed>, Error> {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if !self.primary {
+            return;
+        }
         let (raw, device) = (Handle::new(self.raw), self.device);
         callback::destroy(move || {
             let raw = raw.into_inner();

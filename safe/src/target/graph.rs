@@ -75,6 +75,22 @@ impl GraphNode<'_> {
     pub fn as_raw(&self) -> sys::CUgraphNode {
         self.raw
     }
+
+    /// The raw graph the node belongs to.
+    pub(super) fn graph_raw(&self) -> sys::CUgraph {
+        self.graph
+    }
+}
+
+impl<'g> GraphNode<'g> {
+    /// A node that the safe layer's other modules added to `graph`.
+    pub(super) fn of(raw: sys::CUgraphNode, graph: &'g Graph) -> GraphNode<'g> {
+        GraphNode {
+            raw,
+            graph: graph.raw,
+            _graph: PhantomData,
+        }
+    }
 }
 
 impl Graph {
@@ -89,6 +105,13 @@ impl Graph {
             raw,
             ctx: Some(ctx.clone()),
         })
+    }
+
+    /// The raw graph and the context, without destroying the graph (for a borrowed one).
+    pub(super) fn into_parts(self) -> (sys::CUgraph, Option<Context>) {
+        let graph = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `graph` is never dropped, so its context is moved out exactly once.
+        (graph.raw, unsafe { ptr::read(&graph.ctx) })
     }
 
     /// Takes ownership of a graph made by CUDA.
@@ -182,7 +205,7 @@ impl Graph {
         self.ctx.as_ref()
     }
 
-    fn raw_dependencies(&self, nodes: &[GraphNode<'_>]) -> Result<Vec<sys::CUgraphNode>, Error> {
+    pub(super) fn raw_dependencies(&self, nodes: &[GraphNode<'_>]) -> Result<Vec<sys::CUgraphNode>, Error> {
         nodes
             .iter()
             .map(|n| {

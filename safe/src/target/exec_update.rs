@@ -1,0 +1,563 @@
+//! Executables whose host nodes take new closures without being instantiated again
+//! (`cuGraphExecHostNodeSetParams`; `cuGraphExecNodeSetParams` with a sync mode), named by
+//! [`NodeId`]s that stay valid as long as the executable, and the store that keeps each closure
+//! exactly as long as a launch may still call it.
+//!
+//! CUDA cannot retain a user object on an executable (`cuGraphRetainUserObject` takes a graph).
+//! As cuda.core does, the store is owned by a user object that the graph holds only while it is
+//! instantiated, so the executable and each of its launches hold the store from then on, and
+//! CUDA drops it after the executable is destroyed and its last launch has finished. Unlike
+//! cuda.core's append-only store, this one also lets replaced closures go while the executable
+//! lives (see [`UpdatableExec`]).
+
+use std::any::Any;
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::context::push;
+use super::{Context, Graph, GraphExec, GraphNode, Stream, host_v2, sync_mode, sys};
+use crate::callback::{self, HostFn, Shared, call_shared};
+use crate::panic::{PanicStage, report};
+use crate::{Error, HostSyncMode};
+
+/// A node of the graph an [`UpdatableExec`] was instantiated from, without the borrow of the
+/// graph: [`GraphNode::id`]. It names the node for as long as the executable lives (the
+/// executable keeps its graph).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NodeId {
+    raw: sys::CUgraphNode,
+    graph: sys::CUgraph,
+}
+
+// SAFETY: a `NodeId` is a name: the safe layer passes it to CUDA only after checking that it
+// names a node of the graph the executable keeps alive.
+unsafe impl Send for NodeId {}
+// SAFETY: as above; it is immutable.
+unsafe impl Sync for NodeId {}
+
+impl NodeId {
+    /// The raw node (valid while its graph lives).
+    pub fn as_raw(&self) -> sys::CUgraphNode {
+        self.raw
+    }
+}
+
+impl GraphNode<'_> {
+    /// This node's [`NodeId`], to update it in an [`UpdatableExec`] made from its graph.
+    pub fn id(&self) -> NodeId {
+        NodeId {
+            raw: self.as_raw(),
+            graph: self.graph_raw(),
+        }
+    }
+}
+
+/// A closure owned by the store, boxed for CUDA; dropping it drops the closure.
+struct Owned<G>(*mut G);
+
+// SAFETY: `G: Send + Sync`; the box is only read by CUDA's calls and dropped once, by its owner.
+unsafe impl<G: Send + Sync> Send for Owned<G> {}
+// SAFETY: as above.
+unsafe impl<G: Send + Sync> Sync for Owned<G> {}
+
+impl<G> Drop for Owned<G> {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::into_raw` in `version` and is dropped only here.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+/// One closure held by the store: the generation it was installed at, and its owner.
+struct Held {
+    generation: u64,
+    _owner: Box<dyn Any + Send + Sync>,
+}
+
+/// The closures of one executable that a launch may still call.
+struct Store {
+    state: Mutex<State>,
+    /// The generation at which the oldest retired closure was replaced (`u64::MAX`: none), so
+    /// that a call can skip the lock when there is nothing to free.
+    oldest_retired: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    /// The closure each node set through the store runs now (node address as the key).
+    current: HashMap<usize, Held>,
+    /// Replaced closures that a launch may still call, with the generation that replaced each
+    /// (increasing).
+    retired: VecDeque<(u64, Held)>,
+    /// The most closures held at once.
+    most: usize,
+}
+
+impl State {
+    fn held(&self) -> usize {
+        self.current.len() + self.retired.len()
+    }
+}
+
+impl Store {
+    fn new() -> Store {
+        Store {
+            state: Mutex::new(State::default()),
+            oldest_retired: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes `held` the current closure of `node`. The one it replaces is retired, or returned
+    /// (to drop at once, off CUDA's threads) when no launch was made while it was current:
+    /// `launched_at` is the generation at the last launch.
+    fn install(&self, node: usize, held: Held, launched_at: u64) -> Option<Held> {
+        let replaced_by = held.generation;
+        let mut state = self.lock();
+        let old = state.current.insert(node, held);
+        let unseen = match old {
+            Some(old) if old.generation > launched_at => Some(old),
+            Some(old) => {
+                if state.retired.is_empty() {
+                    self.oldest_retired.store(replaced_by, Ordering::Release);
+                }
+                state.retired.push_back((replaced_by, old));
+                None
+            }
+            None => None,
+        };
+        state.most = state.most.max(state.held());
+        unseen
+    }
+
+    /// A closure installed at `generation` is being called: its launch was made after every
+    /// replacement up to `generation`, and CUDA runs an executable's launches one after
+    /// another, so every launch that could call a closure replaced up to then has finished.
+    /// Drops those closures (on this thread, CUDA's, outside the lock; a panic in a drop is
+    /// reported, not raised).
+    fn called(&self, generation: u64) {
+        if self.oldest_retired.load(Ordering::Acquire) > generation {
+            return;
+        }
+        let due: Vec<(u64, Held)> = {
+            let mut state = self.lock();
+            let keep = state
+                .retired
+                .iter()
+                .position(|(replaced, _)| *replaced > generation)
+                .unwrap_or(state.retired.len());
+            let due = state.retired.drain(..keep).collect();
+            let oldest = state.retired.front().map_or(u64::MAX, |(r, _)| *r);
+            self.oldest_retired.store(oldest, Ordering::Release);
+            due
+        };
+        for held in due {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(held))) {
+                report(PanicStage::Drop, payload);
+            }
+        }
+    }
+}
+
+/// The store's address, for the closures it owns: they are only called while it lives.
+#[derive(Clone, Copy)]
+struct StorePtr(*const Store);
+
+// SAFETY: `Store` is `Sync`; the pointer is only dereferenced while the store is alive.
+unsafe impl Send for StorePtr {}
+// SAFETY: as above.
+unsafe impl Sync for StorePtr {}
+
+impl StorePtr {
+    /// # Safety
+    /// The store is alive.
+    unsafe fn called(self, generation: u64) {
+        // SAFETY: the caller's contract.
+        unsafe { &*self.0 }.called(generation);
+    }
+}
+
+/// Boxes `f` for installation at `generation`: it runs `f`, then lets the store free what the
+/// call proves no launch needs. Returns the host function, its user data and the owner.
+fn version<F>(store: StorePtr, generation: u64, f: F) -> (HostFn, *mut c_void, Held)
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    fn boxed<G: Fn() + Send + Sync + 'static>(g: G) -> (HostFn, *mut c_void, Owned<G>) {
+        let raw = Box::into_raw(Box::new(g));
+        (call_shared::<G>, raw.cast(), Owned(raw))
+    }
+    let (call, data, owner) = boxed(move || {
+        let ran = catch_unwind(AssertUnwindSafe(&f));
+        // SAFETY: this closure is owned by the store, and CUDA calls it only while the
+        // executable or a launch of it holds the store (see `Store` and `hold_in`).
+        unsafe { store.called(generation) };
+        if let Err(payload) = ran {
+            resume_unwind(payload);
+        }
+    });
+    let held = Held {
+        generation,
+        _owner: Box::new(owner),
+    };
+    (call, data, held)
+}
+
+/// Instantiates `graph` with `store` held by the executable: a user object that owns one `Arc`
+/// of the store is retained by the graph for the instantiation only, so that the executable
+/// copies the reference and the graph lets its own go.
+fn hold_in(graph: &Graph, store: &Arc<Store>) -> Result<GraphExec, Error> {
+    let keep = Arc::clone(store);
+    let shared = Shared::new(move || {
+        let _keep = &keep;
+    });
+    let (_, destroy, data) = shared.parts();
+    let mut object: sys::CUuserObject = ptr::null_mut();
+    // SAFETY: `destroy` drops exactly the box behind `data`, once, when the count reaches 0; if
+    // the call fails, `shared` still owns the box and drops it.
+    unsafe {
+        sys::cuUserObjectCreate(
+            &mut object,
+            data,
+            Some(destroy),
+            1,
+            sys::CUuserObject_flags::CU_USER_OBJECT_NO_DESTRUCTOR_SYNC.0,
+        )?
+    };
+    shared.hand_over();
+    // SAFETY: `object` is live and this thread owns its one reference, which MOVE transfers.
+    let moved = unsafe {
+        sys::cuGraphRetainUserObject(
+            graph.as_raw(),
+            object,
+            1,
+            sys::CUuserObjectRetain_flags::CU_GRAPH_USER_OBJECT_MOVE.0,
+        )
+    };
+    if let Err(e) = moved {
+        // SAFETY: the reference is still ours.
+        let _ = unsafe { sys::cuUserObjectRelease(object, 1) };
+        return Err(e.into());
+    }
+    let exec = graph.instantiate();
+    // SAFETY: the graph holds the one reference moved into it above.
+    let released = unsafe { sys::cuGraphReleaseUserObject(graph.as_raw(), object, 1) };
+    let exec = exec?;
+    released?;
+    Ok(exec)
+}
+
+/// An executable graph whose host nodes can be given new closures
+/// ([`set_host_node`](Self::set_host_node)) without being instantiated again; made by
+/// [`Graph::instantiate_updatable`], which hands it the graph, so that [`NodeId`]s of the
+/// graph's nodes stay valid as long as it.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), cuda_hostcb_safe::Error> {
+/// use cuda_hostcb_safe::HostSyncMode;
+/// use cuda_hostcb_safe::ctk_13_0::{Context, Graph, Stream};
+///
+/// let ctx = Context::primary(0)?;
+/// ctx.make_current()?;
+/// let stream = Stream::new(&ctx)?;
+/// let graph = Graph::new(&ctx)?;
+/// let node = graph.add_host_node(&[], || println!("first closure"))?.id(); // a NodeId: no borrow
+/// let mut exec = graph.instantiate_updatable()?; // keeps the graph, so NodeIds stay valid
+/// exec.launch(&stream)?;
+/// exec.set_host_node(node, || println!("from the next launch on"))?; // no re-instantiation
+/// exec.launch(&stream)?;
+/// stream.completion()?.await?; // a Future, woken by a host function
+/// stream.launch_with_sync_mode(HostSyncMode::SpinWait, || {})?; // needs a CUDA 13.1 driver
+/// # Ok(()) }
+/// ```
+///
+/// # Who owns a closure set on a node
+///
+/// A store of this executable, which the executable and each of its launches hold (a CUDA user
+/// object): CUDA drops the store, with every closure in it, after the executable is dropped and
+/// its last launch has finished. Within that, a replaced closure goes as soon as nothing can
+/// call it any more:
+///
+/// - at once, on the updating thread, if no launch was made (through [`launch`](Self::launch))
+///   while it was current;
+/// - otherwise when a launch made after its replacement runs any closure of the store: CUDA runs
+///   the launches of one executable one after another, so every launch that could still call
+///   it has finished by then. It is dropped on CUDA's thread, inside that call.
+///
+/// So the store holds the current closure of each node set through it, plus the closures
+/// replaced since the start of the oldest launch that has not yet run one of the store's
+/// closures: with `k` launches pending and `u` updates between launches, about `k * u`
+/// ([`held_closures`](Self::held_closures) reports it). A launch whose nodes of the store do
+/// not run (a disabled node) frees nothing until a later one does.
+///
+/// Launch it only through [`launch`](Self::launch): a raw `cuGraphLaunch` of
+/// [`as_raw`](Self::as_raw) is not seen by the store, which could then free a closure that
+/// launch calls. A host node added with a sync mode keeps it only through
+/// [`set_host_node_with_sync_mode`](Self::set_host_node_with_sync_mode).
+///
+/// `Send` but not `Sync`, like [`GraphExec`]; an update takes `&mut self`, so no launch through
+/// this handle runs concurrently with it.
+#[derive(Debug)]
+pub struct UpdatableExec {
+    exec: GraphExec,
+    graph: Graph,
+    store: Arc<Store>,
+    /// The generation of the latest update (0: none yet).
+    generation: u64,
+    /// The generation at the latest launch.
+    launched_at: Cell<u64>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("Store")
+            .field("current", &state.current.len())
+            .field("retired", &state.retired.len())
+            .finish()
+    }
+}
+
+impl Graph {
+    /// Instantiates the graph (`cuGraphInstantiate`) as an [`UpdatableExec`], which keeps the
+    /// graph, so that the [`NodeId`]s of its nodes stay valid for the executable's life.
+    pub fn instantiate_updatable(self) -> Result<UpdatableExec, Error> {
+        callback::enter("Graph::instantiate_updatable")?;
+        let store = Arc::new(Store::new());
+        let exec = hold_in(&self, &store)?;
+        Ok(UpdatableExec {
+            exec,
+            graph: self,
+            store,
+            generation: 0,
+            launched_at: Cell::new(0),
+        })
+    }
+}
+
+impl UpdatableExec {
+    /// Launches the executable on `stream` (`cuGraphLaunch`).
+    pub fn launch(&self, stream: &Stream) -> Result<(), Error> {
+        // Before the launch: from here on the current closures count as seen by a launch.
+        self.launched_at.set(self.generation);
+        self.exec.launch(stream)
+    }
+
+    /// Makes the host node `node` call `f` from the next launch on
+    /// (`cuGraphExecHostNodeSetParams`); launches already made keep calling the closure they
+    /// were made with. The closure it replaces goes as the type documentation says.
+    ///
+    /// [`Error::ForeignExecNode`] if `node` is not a node of this executable's graph (dropping
+    /// `f` uncalled); a node that is not a host node is refused by CUDA.
+    pub fn set_host_node<F>(&mut self, node: NodeId, f: F) -> Result<(), Error>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.set("UpdatableExec::set_host_node", node, f, |exec, node, call, data| {
+            let params = sys::CUDA_HOST_NODE_PARAMS {
+                fn_: Some(call),
+                userData: data,
+            };
+            // SAFETY: valid executable, a node of its graph, valid parameters; the store keeps
+            // `call(data)` sound for every launch that can call it.
+            unsafe { sys::cuGraphExecHostNodeSetParams(exec, node, &params) }
+        })
+    }
+
+    /// As [`set_host_node`](Self::set_host_node), with a sync mode (`cuGraphExecNodeSetParams`
+    /// with `CUDA_HOST_NODE_PARAMS_v2`); [`Error::SyncModeUnavailable`] where this target's
+    /// headers or the installed driver take none.
+    pub fn set_host_node_with_sync_mode<F>(
+        &mut self,
+        node: NodeId,
+        mode: HostSyncMode,
+        f: F,
+    ) -> Result<(), Error>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        let operation = "UpdatableExec::set_host_node_with_sync_mode";
+        callback::enter(operation)?;
+        sync_mode::check(mode)?;
+        self.set(operation, node, f, |exec, node, call, data| {
+            // SAFETY: as in `set_host_node`.
+            unsafe { host_v2::exec_set(exec, node, call, data, mode.raw()) }
+        })
+    }
+
+    fn set<F>(
+        &mut self,
+        operation: &'static str,
+        node: NodeId,
+        f: F,
+        write: impl FnOnce(
+            sys::CUgraphExec,
+            sys::CUgraphNode,
+            HostFn,
+            *mut c_void,
+        ) -> Result<(), cuda_hostcb::Error>,
+    ) -> Result<(), Error>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        callback::enter(operation)?;
+        if node.graph != self.graph.as_raw() {
+            return Err(Error::ForeignExecNode);
+        }
+        let generation = self.generation + 1;
+        let (call, data, held) = version(StorePtr(Arc::as_ptr(&self.store)), generation, f);
+        let _current = push(self.exec.context())?;
+        // If CUDA refuses, `held` drops the closure here: no launch can call it.
+        write(self.exec.as_raw(), node.raw, call, data)?;
+        self.generation = generation;
+        let unseen = self
+            .store
+            .install(node.raw as usize, held, self.launched_at.get());
+        drop(unseen);
+        Ok(())
+    }
+
+    /// How many closures set through [`set_host_node`](Self::set_host_node) the store holds now
+    /// (each node's current one and the replaced ones a launch may still call).
+    pub fn held_closures(&self) -> usize {
+        self.store.lock().held()
+    }
+
+    /// The most closures the store has held at once.
+    pub fn most_held_closures(&self) -> usize {
+        self.store.lock().most
+    }
+
+    /// The raw executable; valid while `self` lives. Launch it only through
+    /// [`launch`](Self::launch) (see the type documentation).
+    pub fn as_raw(&self) -> sys::CUgraphExec {
+        self.exec.as_raw()
+    }
+
+    /// The context the executable was instantiated in.
+    pub fn context(&self) -> Option<&Context> {
+        self.exec.context()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The store's bookkeeping without a GPU: closures are called by hand, as CUDA would.
+
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    struct Tally(Arc<AtomicUsize>);
+
+    impl Drop for Tally {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A closure for `generation` that counts its calls and drops; returns its host function
+    /// and data, and what the store holds.
+    fn counted(
+        store: &Arc<Store>,
+        generation: u64,
+        calls: &Arc<AtomicUsize>,
+        drops: &Arc<AtomicUsize>,
+    ) -> (HostFn, *mut c_void, Held) {
+        let (c, tally) = (Arc::clone(calls), Tally(Arc::clone(drops)));
+        version(StorePtr(Arc::as_ptr(store)), generation, move || {
+            let _keep = &tally;
+            c.fetch_add(1, Ordering::SeqCst);
+        })
+    }
+
+    #[test]
+    fn a_closure_no_launch_saw_is_dropped_at_its_replacement() {
+        let store = Arc::new(Store::new());
+        let (calls, drops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        for generation in 1..=100 {
+            let (_, _, held) = counted(&store, generation, &calls, &drops);
+            drop(store.install(7, held, 0));
+        }
+        assert_eq!(drops.load(Ordering::SeqCst), 99);
+        assert_eq!(store.lock().held(), 1);
+    }
+
+    #[test]
+    fn executables_move_between_threads_and_node_ids_are_shared() {
+        fn send<T: Send>() {}
+        fn sync<T: Sync>() {}
+        send::<UpdatableExec>();
+        send::<NodeId>();
+        sync::<NodeId>();
+        send::<super::super::Completion>();
+        sync::<super::super::Completion>();
+        send::<super::super::BorrowedGraph>();
+    }
+
+    #[test]
+    fn a_closure_a_launch_saw_is_kept_at_its_replacement() {
+        let store = Arc::new(Store::new());
+        let (calls, drops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (_, _, held) = counted(&store, 1, &calls, &drops);
+        assert!(store.install(1, held, 0).is_none());
+        // A launch was made at generation 1, while the closure was current: it must stay.
+        let (_, _, held) = counted(&store, 2, &calls, &drops);
+        assert!(store.install(1, held, 1).is_none());
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        assert_eq!(store.lock().held(), 2);
+    }
+
+    #[test]
+    fn a_replaced_closure_goes_when_a_later_launch_calls_the_store() {
+        let store = Arc::new(Store::new());
+        let (calls, drops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        // Node A at generation 1, launched; B (another node) at 2, launched; A again at 3.
+        let (call_a1, data_a1, held) = counted(&store, 1, &calls, &drops);
+        assert!(store.install(1, held, 0).is_none());
+        let (call_b2, data_b2, held) = counted(&store, 2, &calls, &drops);
+        assert!(store.install(2, held, 1).is_none());
+        let (call_a3, data_a3, held) = counted(&store, 3, &calls, &drops);
+        assert!(store.install(1, held, 2).is_none(), "A1 was launched: retired");
+        assert_eq!(store.lock().held(), 3);
+        // The launch made at generation 2 runs A1 and B2: neither proves A1's launches are done.
+        unsafe { call_a1(data_a1) };
+        unsafe { call_b2(data_b2) };
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        // A launch made at generation 3 runs A3: every launch that could call A1 has finished.
+        unsafe { call_a3(data_a3) };
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(store.lock().held(), 2);
+        assert_eq!(store.lock().most, 3);
+        drop(store);
+        assert_eq!(drops.load(Ordering::SeqCst), 3, "the rest go with the store");
+    }
+
+    #[test]
+    fn a_panicking_closure_still_frees_what_its_call_proves_unused() {
+        let _guard = crate::panic::tests::HOOK_LOCK
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let seen = crate::panic::tests::recording_hook();
+        let store = Arc::new(Store::new());
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (_, _, held) = counted(&store, 1, &Arc::new(AtomicUsize::new(0)), &drops);
+        store.install(1, held, 0);
+        let (call, data, held) = version(StorePtr(Arc::as_ptr(&store)), 2, || panic!("set 2"));
+        assert!(store.install(1, held, 1).is_none());
+        unsafe { call(data) };
+        crate::panic::take_panic_hook();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            seen.lock().unwrap().clone(),
+            vec![(PanicStage::Call, Some("set 2".to_owned()))]
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! Closures with a host sync mode ([`HostSyncMode`]): on a stream (`cuLaunchHostFunc_v2`) and as
+//! graph host nodes (`cuGraphAddNode` with `CUDA_HOST_NODE_PARAMS_v2`), refused with
+//! [`Error::SyncModeUnavailable`] where this target's headers or the installed driver lack them.
+
+use std::sync::OnceLock;
+
+use super::graph::attach;
+use super::{Graph, GraphNode, Stream, host_v2, sys};
+use crate::callback::{self, Once, Shared};
+use crate::{CaptureStatus, Error, HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
+
+// The safe enum mirrors this target's values, where it declares them.
+const _: () = assert!(HostSyncMode::Blocking.raw() == 0 && HostSyncMode::SpinWait.raw() == 1);
+
+/// The installed driver's version (`cuDriverGetVersion`), asked once.
+fn driver_version() -> Result<u32, Error> {
+    static VERSION: OnceLock<u32> = OnceLock::new();
+    if let Some(v) = VERSION.get() {
+        return Ok(*v);
+    }
+    let mut raw = 0;
+    // SAFETY: a valid out-pointer.
+    unsafe { sys::cuDriverGetVersion(&mut raw)? };
+    let v = u32::try_from(raw).unwrap_or(0);
+    Ok(*VERSION.get_or_init(|| v))
+}
+
+/// `Ok` if `mode` can be passed here: this target's bindings declare sync modes and the
+/// installed driver takes them.
+pub(super) fn check(mode: HostSyncMode) -> Result<(), Error> {
+    let missing = if !host_v2::SUPPORTED {
+        SyncModeMissing::Target {
+            headers: super::CTK,
+        }
+    } else {
+        match driver_version()? {
+            found if found < SYNC_MODE_DRIVER_VERSION => SyncModeMissing::Driver { found },
+            _ => return Ok(()),
+        }
+    };
+    Err(Error::SyncModeUnavailable { mode, missing })
+}
+
+impl Stream {
+    /// Enqueues a one-shot closure with a sync mode (`cuLaunchHostFunc_v2`): the stream calls it
+    /// once, after the work before it, and it is dropped right after that call.
+    ///
+    /// Refused, dropping `f` uncalled, with [`Error::SyncModeUnavailable`] where this target's
+    /// headers or the installed driver (older than CUDA 13.1) take no sync mode; the fallback is
+    /// yours to choose, e.g. [`Stream::launch`], which blocks:
+    ///
+    /// ```no_run
+    /// # use cuda_hostcb_safe::{Error, HostSyncMode};
+    /// # use cuda_hostcb_safe::ctk_13_0::Stream;
+    /// # fn run(stream: &Stream) -> Result<(), Error> {
+    /// match stream.launch_with_sync_mode(HostSyncMode::SpinWait, || println!("spun")) {
+    ///     Err(Error::SyncModeUnavailable { .. }) => stream.launch(|| println!("blocked"))?,
+    ///     other => other?,
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// A stream that is capturing a graph returns [`Error::CapturingStream`], as
+    /// [`Stream::launch`] does; add a host node with
+    /// [`Graph::add_host_node_with_sync_mode`] instead.
+    pub fn launch_with_sync_mode<F>(&self, mode: HostSyncMode, f: F) -> Result<(), Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        callback::enter("Stream::launch_with_sync_mode")?;
+        let once = Once::new(f);
+        check(mode)?;
+        match self.capture_status()? {
+            CaptureStatus::None => {}
+            CaptureStatus::Active => return Err(Error::CapturingStream),
+            CaptureStatus::Invalidated => return Err(Error::CaptureInvalidated),
+        }
+        let (call, data) = once.parts();
+        // SAFETY: `call` consumes `data` on its single call, which a plain stream makes once; if
+        // CUDA refuses, `once` drops the closure here.
+        unsafe { host_v2::launch(self.as_raw(), call, data, mode.raw())? };
+        once.hand_over();
+        Ok(())
+    }
+}
+
+impl Graph {
+    /// Adds a host node with a sync mode that calls `f` on every launch, after `dependencies`
+    /// (`cuGraphAddNode` with `CUDA_HOST_NODE_PARAMS_v2`; every unused byte zero).
+    ///
+    /// `f` is owned as with [`Graph::add_host_node`]. Refused, dropping `f` uncalled, with
+    /// [`Error::SyncModeUnavailable`] where this target's headers or the installed driver
+    /// (older than CUDA 13.1) take no sync mode; [`Graph::add_host_node`] is the blocking
+    /// fallback.
+    pub fn add_host_node_with_sync_mode<F>(
+        &self,
+        dependencies: &[GraphNode<'_>],
+        mode: HostSyncMode,
+        f: F,
+    ) -> Result<GraphNode<'_>, Error>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        callback::enter("Graph::add_host_node_with_sync_mode")?;
+        let shared = Shared::new(f);
+        check(mode)?;
+        let deps = self.raw_dependencies(dependencies)?;
+        let (call, data) = attach(self.as_raw(), shared)?;
+        // SAFETY: the graph owns the closure through the user object `attach` moved into it; if
+        // adding the node fails, the graph still owns it and drops it with itself.
+        let raw = unsafe { host_v2::add_node(self.as_raw(), &deps, call, data, mode.raw())? };
+        Ok(GraphNode::of(raw, self))
+    }
+}
