@@ -156,11 +156,9 @@ fn unusable(e: &Error, call: &str) -> Unusable {
     let short = match e {
         Error::LibraryNotFound { library, .. } => format!("no CUDA driver ({library} not found)"),
         Error::Cuda {
-            code: NO_DEVICE,
-            name,
-            ..
-        } => format!("no CUDA device ({call}: {name})"),
-        Error::Cuda { name, .. } => format!("{call} failed with {name}"),
+            code: NO_DEVICE, ..
+        } => format!("no CUDA device ({call}: {})", e.name().unwrap_or_default()),
+        Error::Cuda { .. } => format!("{call} failed with {}", e.name().unwrap_or_default()),
         _ => format!("{call} failed"),
     };
     Unusable {
@@ -198,7 +196,7 @@ mod tests {
     fn missing_runtime() -> Result<u32, Error> {
         Err(Error::LibraryNotFound {
             library: "libcudart.so.12",
-            searched: vec!["libcudart.so.12: not found".to_owned()],
+            searched: Vec::leak(vec!["libcudart.so.12: not found".to_owned()]),
         })
     }
 

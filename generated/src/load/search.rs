@@ -189,7 +189,10 @@ pub(super) fn open_first<T>(
             break;
         }
     }
-    Err(Error::LibraryNotFound { library, searched })
+    Err(Error::LibraryNotFound {
+        library,
+        searched: crate::error::intern_report(searched),
+    })
 }
 
 /// Why the file at `path` must not be handed to `dlopen`, or `None` when it is a regular file
