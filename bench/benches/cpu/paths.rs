@@ -312,6 +312,9 @@ struct Handles {
 }
 
 static HANDLES: Once<Handles> = Once::new();
+/// The raw handles the raw paths pass: plain loads, like a C program's globals.
+static STREAM: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+static QUERY_STREAM: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 static RAW_LAUNCH: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 static RAW_RT13_LAUNCH: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 
@@ -364,6 +367,8 @@ pub fn setup() -> Result<(), String> {
             exec.as_raw().cast(),
         )
     };
+    STREAM.store(stream.as_raw().cast(), Relaxed);
+    QUERY_STREAM.store(query.as_raw().cast(), Relaxed);
     HANDLES.set(Handles {
         _ctx: ctx,
         stream,
@@ -567,7 +572,7 @@ extern "C" fn hostcb_one_rust_ptr_launch() -> i32 {
     let f = RAW_LAUNCH.load(Relaxed);
     // SAFETY: the address cuGetProcAddress gave for cuLaunchHostFunc at 10000, of this type.
     let f: LaunchFn = unsafe { std::mem::transmute::<*mut c_void, LaunchFn>(f) };
-    let stream = HANDLES.get().stream.as_raw().cast();
+    let stream = STREAM.load(Relaxed);
     // SAFETY: a valid stream and host function.
     match unsafe { f(stream, Some(cref_cb), ptr::null_mut()) } {
         0 => 0,
@@ -606,7 +611,7 @@ fn safe_code(r: Result<(), cuda_hostcb_safe::Error>) -> i32 {
 #[unsafe(no_mangle)]
 #[inline(never)]
 extern "C" fn hostcb_one_ours_driver_launch() -> i32 {
-    let stream = HANDLES.get().stream.as_raw();
+    let stream = STREAM.load(Relaxed).cast();
     // SAFETY: a valid stream and host function.
     code(unsafe { cu::cuLaunchHostFunc(stream, Some(cref_cb), ptr::null_mut()) })
 }
@@ -628,7 +633,7 @@ extern "C" fn hostcb_one_ours_rt12_launch() -> i32 {
 #[unsafe(no_mangle)]
 #[inline(never)]
 extern "C" fn hostcb_one_ours_query() -> i32 {
-    let stream = HANDLES.get().query.as_raw();
+    let stream = QUERY_STREAM.load(Relaxed).cast();
     // SAFETY: a valid stream.
     code(unsafe { cu::cuStreamQuery(stream) })
 }
@@ -644,7 +649,7 @@ extern "C" fn hostcb_one_ours_first() -> i32 {
 #[inline(never)]
 extern "C" fn hostcb_one_cudarc_launch() -> i32 {
     use cudarc::driver::sys;
-    let stream: sys::CUstream = HANDLES.get().stream.as_raw().cast();
+    let stream: sys::CUstream = STREAM.load(Relaxed).cast();
     // SAFETY: a valid stream and host function.
     match unsafe { sys::cuLaunchHostFunc(stream, Some(cref_cb), ptr::null_mut()) }.result() {
         Ok(()) => 0,
@@ -669,7 +674,7 @@ extern "C" fn hostcb_one_cudarc_rt13_launch() -> i32 {
 #[inline(never)]
 extern "C" fn hostcb_one_cudarc_query() -> i32 {
     use cudarc::driver::sys;
-    let stream: sys::CUstream = HANDLES.get().query.as_raw().cast();
+    let stream: sys::CUstream = QUERY_STREAM.load(Relaxed).cast();
     // SAFETY: a valid stream.
     match unsafe { sys::cuStreamQuery(stream) }.result() {
         Ok(()) => 0,

@@ -17,6 +17,7 @@ use crate::callback::{self, Handle, HostFn, Shared};
 /// From then on CUDA decides when the closure goes: clones and executables of the graph copy
 /// the reference, launches hold it until they finish, and the destructor runs once, after the
 /// last of them.
+#[inline]
 pub(super) fn attach(graph: sys::CUgraph, shared: Shared) -> Result<(HostFn, *mut c_void), Error> {
     let (call, destroy, data) = shared.parts();
     let mut object: sys::CUuserObject = ptr::null_mut();
@@ -249,6 +250,7 @@ unsafe impl Send for GraphExec {}
 
 impl GraphExec {
     /// Launches the executable on `stream` (`cuGraphLaunch`).
+    #[inline]
     pub fn launch(&self, stream: &Stream) -> Result<(), Error> {
         callback::enter("GraphExec::launch")?;
         // SAFETY: both handles are valid while borrowed.

@@ -97,6 +97,7 @@ impl Stream {
     /// A stream that is capturing a graph would record the call and make it on every launch of
     /// the graph, so this returns [`Error::CapturingStream`] then (dropping `f` uncalled); use
     /// [`launch_fn`](Self::launch_fn), which works in both cases.
+    #[inline]
     pub fn launch<F>(&self, f: F) -> Result<(), Error>
     where
         F: FnOnce() + Send + 'static,
@@ -114,6 +115,7 @@ impl Stream {
     /// becomes a host node of the graph being captured, owned by a CUDA user object moved into
     /// that graph, so it runs on every launch and is dropped once, after the last graph,
     /// executable or launch that holds it is gone.
+    #[inline]
     pub fn launch_fn<F>(&self, f: F) -> Result<(), Error>
     where
         F: Fn() + Send + Sync + 'static,
@@ -133,6 +135,7 @@ impl Stream {
     /// `f` must not unwind, nor call CUDA; `user_data` must stay valid for every call, which
     /// for a capturing stream means until the captured graph and every executable and launch
     /// made from it are gone.
+    #[inline]
     pub unsafe fn launch_raw(
         &self,
         f: unsafe extern "C" fn(*mut c_void),
@@ -177,6 +180,7 @@ impl Stream {
         Ok(unsafe { Graph::from_raw(raw, self.ctx.clone()) })
     }
 
+    #[inline]
     fn status(&self) -> Result<CaptureStatus, Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         // SAFETY: the stream is valid; a valid out-pointer.
@@ -185,6 +189,7 @@ impl Stream {
     }
 
     /// Launches a one-shot closure; if CUDA refuses, `once` drops it here.
+    #[inline]
     fn enqueue_once(&self, once: Once) -> Result<(), Error> {
         let (call, data) = once.parts();
         // SAFETY: `call` consumes `data` on its single call, which a plain stream makes once.
@@ -194,6 +199,7 @@ impl Stream {
     }
 
     /// Moves the closure into the capturing graph's ownership, then records its launch.
+    #[inline]
     fn enqueue_captured(&self, shared: Shared) -> Result<(), Error> {
         let graph = self.capturing_graph()?;
         let (call, data) = attach(graph, shared)?;
@@ -205,6 +211,7 @@ impl Stream {
     }
 
     /// The graph the stream is capturing into (`cuStreamGetCaptureInfo`, see `capture_info`).
+    #[inline]
     fn capturing_graph(&self) -> Result<sys::CUgraph, Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let mut graph: sys::CUgraph = ptr::null_mut();
