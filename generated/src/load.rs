@@ -250,6 +250,18 @@ impl<F: Copy> DriverFn<F> {
     }
 }
 
+impl<F: Copy> DriverFn<F> {
+    /// The function if it is already resolved, without resolving it: for a caller that keeps
+    /// its own fast path (one load and a test, nothing out of line to merge back from) and
+    /// calls the wrapper, or [`get`](Self::get), otherwise.
+    #[inline(always)]
+    pub fn resolved(&'static self) -> Option<F> {
+        let address = self.meta.resolved.address();
+        // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
+        (!address.is_null()).then(|| unsafe { as_fn::<F>(address) })
+    }
+}
+
 impl<F: Copy + Sync> Entry for DriverFn<F> {
     fn name(&self) -> &'static str {
         self.meta.name

@@ -939,7 +939,7 @@ fn runtime_loading() -> Outcome {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let (version_fn, made_up, launch) = outcomes[0].clone();
+    let (version_fn, made_up, launch) = outcomes[0];
     for other in &outcomes[1..] {
         assert_eq!(other.0.as_ref().ok(), version_fn.as_ref().ok());
         assert_eq!(other.2.as_ref().ok(), launch.as_ref().ok());

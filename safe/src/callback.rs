@@ -63,6 +63,17 @@ pub(crate) fn enter(operation: &'static str) -> Result<(), Error> {
     Ok(())
 }
 
+/// `entry`'s function when a call may take its fast path: the entry checks of [`enter`] pass
+/// (not in a callback, no deferred destruction waiting) and the function is resolved. `None`
+/// sends the caller to its general path, which calls [`enter`] and resolves.
+#[inline(always)]
+pub(crate) fn fast<F: Copy>(entry: &'static cuda_hostcb::load::DriverFn<F>) -> Option<F> {
+    if in_callback() || PENDING.load(Ordering::Acquire) {
+        return None;
+    }
+    entry.resolved()
+}
+
 /// A destruction that had to wait until it could call CUDA.
 type Deferred = Box<dyn FnOnce() + Send>;
 

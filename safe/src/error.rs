@@ -90,7 +90,7 @@ mod tests {
             function: "cuLaunchHostFunc",
             code: 400,
         };
-        let e = Error::from(inner.clone());
+        let e = Error::from(inner);
         // The inner error's display, with the code's name and description from the driver
         // (or, with no driver loaded, the phrases that say so).
         assert_eq!(e.to_string(), inner.to_string());

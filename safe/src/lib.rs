@@ -127,6 +127,7 @@ macro_rules! capture_info {
         /// # Safety
         ///
         /// `stream` is a valid stream of the current context.
+        #[inline]
         unsafe fn capture_info(
             stream: sys::CUstream,
             status: &mut sys::CUstreamCaptureStatus,

@@ -252,6 +252,20 @@ impl GraphExec {
     /// Launches the executable on `stream` (`cuGraphLaunch`).
     #[inline]
     pub fn launch(&self, stream: &Stream) -> Result<(), Error> {
+        // The fast path: the entry checks pass and cuGraphLaunch is resolved. Everything else
+        // is out of line and does not merge back, so the fast path needs no stack frame.
+        if let Some(launch) = callback::fast(&sys::entry::cuGraphLaunch) {
+            // SAFETY: both handles are valid while borrowed.
+            let code = unsafe { launch(self.raw, stream.as_raw()) };
+            return Ok(cuda_hostcb::load::driver_result("cuGraphLaunch", code.0)?);
+        }
+        self.launch_slow(stream)
+    }
+
+    /// [`launch`](Self::launch) with its entry checks and the function's resolution.
+    #[cold]
+    #[inline(never)]
+    fn launch_slow(&self, stream: &Stream) -> Result<(), Error> {
         callback::enter("GraphExec::launch")?;
         // SAFETY: both handles are valid while borrowed.
         unsafe { sys::cuGraphLaunch(self.raw, stream.as_raw())? };

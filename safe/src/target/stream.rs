@@ -121,10 +121,14 @@ impl Stream {
         F: Fn() + Send + Sync + 'static,
     {
         callback::enter("Stream::launch_fn")?;
-        match self.status()? {
+        // One cuStreamGetCaptureInfo gives both the status and the graph being captured.
+        let (status, graph) = self.capture()?;
+        match status {
             CaptureStatus::None => self.enqueue_once(Once::new(f)),
-            CaptureStatus::Active => self.enqueue_captured(Shared::new(f)),
-            CaptureStatus::Invalidated => Err(Error::CaptureInvalidated),
+            CaptureStatus::Active if !graph.is_null() => {
+                self.enqueue_captured(graph, Shared::new(f))
+            }
+            _ => Err(Error::CaptureInvalidated),
         }
     }
 
@@ -198,10 +202,10 @@ impl Stream {
         Ok(())
     }
 
-    /// Moves the closure into the capturing graph's ownership, then records its launch.
+    /// Moves the closure into the ownership of `graph`, the graph the stream is capturing
+    /// into, then records its launch.
     #[inline]
-    fn enqueue_captured(&self, shared: Shared) -> Result<(), Error> {
-        let graph = self.capturing_graph()?;
+    fn enqueue_captured(&self, graph: sys::CUgraph, shared: Shared) -> Result<(), Error> {
         let (call, data) = attach(graph, shared)?;
         // SAFETY: the graph being captured owns the closure through a user object, so it
         // outlives every call the recorded host function can make. If the launch fails, the
@@ -210,17 +214,15 @@ impl Stream {
         Ok(())
     }
 
-    /// The graph the stream is capturing into (`cuStreamGetCaptureInfo`, see `capture_info`).
+    /// The stream's capture status and the graph it is capturing into, null when it is not
+    /// (`cuStreamGetCaptureInfo`, see `capture_info`).
     #[inline]
-    fn capturing_graph(&self) -> Result<sys::CUgraph, Error> {
+    fn capture(&self) -> Result<(CaptureStatus, sys::CUgraph), Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let mut graph: sys::CUgraph = ptr::null_mut();
         // SAFETY: the stream is valid; the optional outputs that are not wanted are null.
         unsafe { super::capture_info(self.raw, &mut status, &mut graph)? };
-        match CaptureStatus::from_raw(status.0) {
-            CaptureStatus::Active if !graph.is_null() => Ok(graph),
-            _ => Err(Error::CaptureInvalidated),
-        }
+        Ok((CaptureStatus::from_raw(status.0), graph))
     }
 }
 
