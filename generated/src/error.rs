@@ -48,8 +48,7 @@ impl fmt::Display for Version {
 /// Every field is `'static` or plain data, so an `Error` is `Copy`: it has nothing to free, and
 /// the entry points can hand out a remembered one without cloning. The few texts an error
 /// carries are kept for the life of the process: a library's file name lives as long as the
-/// library (never unloaded), and a failed search's report is kept once per distinct report
-/// ([`intern`]).
+/// library (never unloaded), and a failed search's report is kept once per distinct report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -24,11 +24,11 @@ thread_local! {
 }
 
 /// Marks the current thread as inside a callback while it lives.
-struct Inside;
+pub(crate) struct Inside;
 
 impl Inside {
     #[inline]
-    fn enter() -> Inside {
+    pub(crate) fn enter() -> Inside {
         DEPTH.with(|d| d.set(d.get() + 1));
         Inside
     }

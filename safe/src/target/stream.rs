@@ -4,9 +4,10 @@ use std::ffi::c_void;
 use std::ptr;
 
 use super::Context;
-use super::graph::{Graph, attach};
+use super::graph::{Graph, own_arena};
 use super::sys;
-use crate::callback::{self, Handle, Once, Shared};
+use crate::arena;
+use crate::callback::{self, Handle, Once};
 use crate::{CaptureMode, CaptureStatus, Error};
 
 // The safe enums mirror this target's values.
@@ -114,20 +115,19 @@ impl Stream {
     /// dropped after that call, as with [`launch`](Self::launch); on a capturing stream it
     /// becomes a host node of the graph being captured, owned by a CUDA user object moved into
     /// that graph, so it runs on every launch and is dropped once, after the last graph,
-    /// executable or launch that holds it is gone.
+    /// executable or launch that holds it is gone. (The closures one thread captures into one
+    /// capture share one user object; the first of them makes it.)
     #[inline]
     pub fn launch_fn<F>(&self, f: F) -> Result<(), Error>
     where
         F: Fn() + Send + Sync + 'static,
     {
         callback::enter("Stream::launch_fn")?;
-        // One cuStreamGetCaptureInfo gives both the status and the graph being captured.
-        let (status, graph) = self.capture()?;
+        // One cuStreamGetCaptureInfo gives the status, the capture's id and its graph.
+        let (status, id, graph) = self.capture()?;
         match status {
             CaptureStatus::None => self.enqueue_once(Once::new(f)),
-            CaptureStatus::Active if !graph.is_null() => {
-                self.enqueue_captured(graph, Shared::new(f))
-            }
+            CaptureStatus::Active if !graph.is_null() => self.enqueue_captured(id, graph, f),
             _ => Err(Error::CaptureInvalidated),
         }
     }
@@ -202,27 +202,35 @@ impl Stream {
         Ok(())
     }
 
-    /// Moves the closure into the ownership of `graph`, the graph the stream is capturing
-    /// into, then records its launch.
+    /// Moves the closure into this thread's arena for the capture `id` (made and moved into
+    /// `graph`, the graph being captured, on the capture's first closure), then records its
+    /// launch.
     #[inline]
-    fn enqueue_captured(&self, graph: sys::CUgraph, shared: Shared) -> Result<(), Error> {
-        let (call, data) = attach(graph, shared)?;
-        // SAFETY: the graph being captured owns the closure through a user object, so it
-        // outlives every call the recorded host function can make. If the launch fails, the
+    fn enqueue_captured<F>(&self, id: u64, graph: sys::CUgraph, f: F) -> Result<(), Error>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        // SAFETY: `id` is the active capture's, just asked of the driver; `own_arena` makes
+        // `graph` own the arena, or disposes of it.
+        let (call, data) = unsafe { arena::capture(id, f, |arena| own_arena(graph, arena)) }?;
+        // SAFETY: the graph being captured owns the closure through the arena's user object, so
+        // it outlives every call the recorded host function can make. If the launch fails, the
         // graph still owns it and drops it with itself.
         unsafe { sys::cuLaunchHostFunc(self.raw, Some(call), data)? };
         Ok(())
     }
 
-    /// The stream's capture status and the graph it is capturing into, null when it is not
+    /// The stream's capture status, the capture's id and the graph it is capturing into (null
+    /// when it is not)
     /// (`cuStreamGetCaptureInfo`, see `capture_info`).
     #[inline]
-    fn capture(&self) -> Result<(CaptureStatus, sys::CUgraph), Error> {
+    fn capture(&self) -> Result<(CaptureStatus, u64, sys::CUgraph), Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut id = 0;
         let mut graph: sys::CUgraph = ptr::null_mut();
         // SAFETY: the stream is valid; the optional outputs that are not wanted are null.
-        unsafe { super::capture_info(self.raw, &mut status, &mut graph)? };
-        Ok((CaptureStatus::from_raw(status.0), graph))
+        unsafe { super::capture_info(self.raw, &mut status, &mut id, &mut graph)? };
+        Ok((CaptureStatus::from_raw(status.0), id, graph))
     }
 }
 
