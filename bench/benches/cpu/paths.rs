@@ -516,10 +516,8 @@ pub fn end(run: Run) -> Result<(), String> {
                     d(Count::CaptureInfo),
                     n,
                 );
-                // One user object per capture owns all of its closures.
-                expect("stub user objects made", d(Count::UserObjects), 1);
             }
-            captured_graph(path, n, &mut expect)?;
+            captured_graph(path, n, d(Count::UserObjects), &mut expect)?;
         }
     }
     if wrong.is_empty() {
@@ -533,11 +531,18 @@ pub fn end(run: Run) -> Result<(), String> {
     }
 }
 
+/// Records that no user object owns the captured closures.
+fn wrong_owner(expect: &mut impl FnMut(&str, u64, u64)) {
+    expect("user objects made for the captured closures", 0, 1);
+}
+
 /// Ends the capture of a captured path, launches the graph once (every captured host function
-/// must run once) and destroys it (every closure of `safe_captured` must be dropped).
+/// must run once) and destroys it (every closure of `safe_captured` must be dropped, and every
+/// user object the run made, `made`, destroyed).
 fn captured_graph(
     path: &Path,
     n: u64,
+    made: u64,
     expect: &mut impl FnMut(&str, u64, u64),
 ) -> Result<(), String> {
     let h = HANDLES.get();
