@@ -567,11 +567,12 @@ fn captured_graph(
     let destroyed = stub::driver_counts()[Count::UserObjectDestroys as usize] - destroyed;
     let dropped = CAPTURED_DROPS.load(Relaxed) - dropped;
     let safe = path.kind == Kind::SafeCaptured;
-    expect(
-        "user objects destroyed with the graph",
-        destroyed,
-        u64::from(safe),
-    );
+    // However the closures are owned (one user object each, or one for the capture), every
+    // user object the capture made goes with the graph, and every closure is dropped once.
+    expect("user objects destroyed with the graph", destroyed, made);
+    if safe && made == 0 {
+        wrong_owner(expect);
+    }
     expect(
         "closures dropped with the graph",
         dropped,
