@@ -12,9 +12,13 @@
 //! - Each thread remembers one (capture id, arena) pair and writes only into an arena it made
 //!   itself, so an arena has one writer; a thread that captures into a graph another thread
 //!   also captures into makes its own arena (and user object) for that graph.
-//! - A capture id names one capture sequence for the life of the process (CUDA's ids only grow),
-//!   and the graph being captured, which holds the arena's user object, lives at least until
-//!   the capture ends. So while `cuStreamGetCaptureInfo` reports the remembered id as active,
+//! - A capture id names one capture sequence for the life of the process (`cuda.h`: "an id for
+//!   the capture sequence, which is unique over the lifetime of the process"), and the graph
+//!   being captured, which holds the arena's user object, lives at least until the capture ends
+//!   (`cuda.h`: "All operations other than destroy and node removal are permitted on the graph
+//!   while the capture sequence is in progress"). A capture that an error invalidates may lose its
+//!   graph early, but it never reports itself active again, and the arena is used only while
+//!   `cuStreamGetCaptureInfo` reports the capture active. So while `cuStreamGetCaptureInfo` reports the remembered id as active,
 //!   the remembered arena is alive; a stale pair (its capture ended, its graph maybe destroyed)
 //!   never matches again and is never dereferenced.
 //! - Closures never move: a block is never reallocated, and a closure too large for a block
