@@ -135,7 +135,7 @@ mod tests {
     fn missing_runtime() -> Result<u32, Error> {
         Err(Error::LibraryNotFound {
             library: "libcudart.so.12",
-            searched: vec!["libcudart.so.12: not found".to_owned()],
+            searched: Vec::leak(vec!["libcudart.so.12: not found".to_owned()]),
         })
     }
 

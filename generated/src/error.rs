@@ -1,7 +1,9 @@
 //! The one error type of every target: a failed CUDA call, a function the installed CUDA lacks,
 //! a library that could not be loaded, or a default-stream mode that can no longer change.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::{Mutex, PoisonError};
 
 use crate::load::DefaultStream;
 
@@ -38,18 +40,30 @@ impl fmt::Display for Version {
 
 /// What went wrong in a call through this crate.
 ///
+/// Making one is cheap: a failed CUDA call ([`Error::Cuda`]) holds only the API, the function's
+/// name and the code, so a polling loop that sees `CUDA_ERROR_NOT_READY` pays a few stores. The
+/// code's name and description are looked up in the loaded library when the error is displayed
+/// (or asked with [`Error::name`] and [`Error::description`]).
+///
+/// Every field is `'static` or plain data, so an `Error` is `Copy`: it has nothing to free, and
+/// the entry points can hand out a remembered one without cloning. The few texts an error
+/// carries are kept for the life of the process: a library's file name lives as long as the
+/// library (never unloaded), and a failed search's report is kept once per distinct report.
+///
 /// ```
+/// static SEARCHED: [String; 1] = [String::new()];
 /// let error = cuda_hostcb::Error::LibraryNotFound {
 ///     library: "libcuda.so.1",
-///     searched: vec!["libcuda.so.1 (system loader): not found".to_owned()],
+///     searched: &SEARCHED,
 /// };
 /// assert!(error.to_string().starts_with("could not load libcuda.so.1; searched: "));
 /// assert_eq!(error.code(), None);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
-    /// A CUDA function returned an error code.
+    /// A CUDA function returned an error code. Displayed with the code's name and description,
+    /// from `cuGetErrorName`/`cuGetErrorString` or `cudaGetErrorName`/`cudaGetErrorString`.
     Cuda {
         /// The API the function belongs to.
         api: Api,
@@ -57,10 +71,6 @@ pub enum Error {
         function: &'static str,
         /// The `CUresult` or `cudaError_t` value.
         code: u32,
-        /// The code's name, from `cuGetErrorName` or `cudaGetErrorName` (a fallback if that failed).
-        name: String,
-        /// The code's description, from `cuGetErrorString` or `cudaGetErrorString`.
-        description: String,
     },
 
     /// The installed driver or runtime does not provide the function (or not its ABI version).
@@ -73,8 +83,8 @@ pub enum Error {
         needs: u32,
         /// The installed driver's or runtime's version, if it could be asked.
         found: Option<u32>,
-        /// The library the function was looked up in.
-        library: String,
+        /// The library the function was looked up in, as it was opened.
+        library: &'static str,
     },
 
     /// No usable copy of a CUDA library was found.
@@ -82,7 +92,7 @@ pub enum Error {
         /// The library, e.g. `libcuda.so.1` or `libcudart.so.13`.
         library: &'static str,
         /// Each candidate in search order, with why it was not used.
-        searched: Vec<String>,
+        searched: &'static [String],
     },
 
     /// [`set_default_stream`](crate::load::set_default_stream) was called after a function was
@@ -98,12 +108,15 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Cuda {
+                api,
                 function,
                 code,
-                name,
-                description,
-                ..
-            } => write!(f, "{function} failed with {name} ({code}): {description}"),
+            } => write!(
+                f,
+                "{function} failed with {} ({code}): {}",
+                crate::load::error_name(*api, *code),
+                crate::load::error_description(*api, *code)
+            ),
             Error::Unavailable {
                 api,
                 function,
@@ -142,11 +155,58 @@ impl Error {
         }
     }
 
+    /// The name of a [`Error::Cuda`]'s code (e.g. `CUDA_ERROR_NOT_READY`), from the loaded
+    /// library (`cuGetErrorName` or `cudaGetErrorName`), or a phrase saying it is unknown;
+    /// `None` for every other error.
+    pub fn name(&self) -> Option<&'static str> {
+        match self {
+            Error::Cuda { api, code, .. } => Some(crate::load::error_name(*api, *code)),
+            _ => None,
+        }
+    }
+
+    /// The description of a [`Error::Cuda`]'s code (e.g. `device not ready`), from the loaded
+    /// library (`cuGetErrorString` or `cudaGetErrorString`), or why there is none; `None` for
+    /// every other error.
+    pub fn description(&self) -> Option<Cow<'static, str>> {
+        match self {
+            Error::Cuda { api, code, .. } => Some(crate::load::error_description(*api, *code)),
+            _ => None,
+        }
+    }
+
     /// Whether the installed CUDA lacks the function ([`Error::Unavailable`]): a caller can then
     /// fall back to an older API.
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Error::Unavailable { .. })
     }
+}
+
+/// A `'static` copy of `error`, made once per distinct error and kept for the life of the
+/// process: what an entry point hands out for a failed resolution (a reference is returned in
+/// registers, so the fast path of every wrapper needs no stack frame for it). A program sees few
+/// distinct errors (one library search report per environment), so this stays small.
+pub(crate) fn intern(error: Error) -> &'static Error {
+    static KEPT: Mutex<Vec<&'static Error>> = Mutex::new(Vec::new());
+    let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = kept.iter().find(|known| ***known == error) {
+        return known;
+    }
+    let leaked: &'static Error = Box::leak(Box::new(error));
+    kept.push(leaked);
+    leaked
+}
+
+/// A `'static` copy of a search report, made once per distinct report (see [`intern`]).
+pub(crate) fn intern_report(report: Vec<String>) -> &'static [String] {
+    static KEPT: Mutex<Vec<&'static [String]>> = Mutex::new(Vec::new());
+    let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = kept.iter().find(|known| **known == report.as_slice()) {
+        return known;
+    }
+    let leaked: &'static [String] = Vec::leak(report);
+    kept.push(leaked);
+    leaked
 }
 
 fn unavailable_reason(api: Api, needs: u32, found: Option<u32>, library: &str) -> String {
@@ -218,7 +278,7 @@ mod tests {
             function: "cuLaunchHostFunc_v2",
             needs: 13010,
             found: Some(13000),
-            library: "libcuda.so.1".to_owned(),
+            library: "libcuda.so.1",
         };
         assert_eq!(
             e.to_string(),
@@ -236,7 +296,7 @@ mod tests {
             function: "cudaGone",
             needs: 12000,
             found: Some(13000),
-            library: "/x/libcudart.so.13".to_owned(),
+            library: "/x/libcudart.so.13",
         };
         assert_eq!(
             e.to_string(),
@@ -247,27 +307,51 @@ mod tests {
     }
 
     #[test]
-    fn cuda_errors_carry_their_code() {
+    fn cuda_errors_carry_their_code_and_name_it_when_displayed() {
+        // No CUDA 91 runtime is ever loaded, so the display says why it has no name.
         let e = Error::Cuda {
-            api: Api::Runtime { major: 13 },
+            api: Api::Runtime { major: 91 },
             function: "cudaLaunchHostFunc",
             code: 1,
-            name: "cudaErrorInvalidValue".to_owned(),
-            description: "invalid argument".to_owned(),
         };
         assert_eq!(
             e.to_string(),
-            "cudaLaunchHostFunc failed with cudaErrorInvalidValue (1): invalid argument"
+            "cudaLaunchHostFunc failed with an unknown cudaError_t (1): no description, since \
+             libcudart.so.91 is not loaded"
         );
         assert_eq!(e.code(), Some(1));
+        assert_eq!(e.name(), Some("an unknown cudaError_t"));
         assert!(!e.is_unavailable());
+    }
+
+    #[test]
+    fn reports_and_errors_are_kept_once() {
+        let a = intern_report(vec!["x: no such file".to_owned()]);
+        let b = intern_report(vec!["x: no such file".to_owned()]);
+        assert!(std::ptr::eq(a, b));
+        let e = Error::LibraryNotFound {
+            library: "libcuda.so.1",
+            searched: a,
+        };
+        assert!(std::ptr::eq(intern(e), intern(e)));
+        assert_eq!(*intern(e), e);
+    }
+
+    #[test]
+    fn a_cuda_error_is_small() {
+        // What a failing call returns (through `Result<(), Error>`), built by a few stores.
+        assert!(
+            std::mem::size_of::<Error>() <= 64,
+            "{}",
+            std::mem::size_of::<Error>()
+        );
     }
 
     #[test]
     fn library_not_found_lists_the_search_and_the_variable() {
         let e = Error::LibraryNotFound {
             library: "libcudart.so.12",
-            searched: vec!["a: no such file".to_owned(), "b: not set".to_owned()],
+            searched: intern_report(vec!["a: no such file".to_owned(), "b: not set".to_owned()]),
         };
         let text = e.to_string();
         assert!(text.starts_with(

@@ -49,12 +49,14 @@ mod runtime;
 mod search;
 mod stream;
 
+use std::borrow::Cow;
 use std::ffi::{CStr, c_void};
 use std::marker::PhantomData;
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::error::Error;
+use crate::error::{Api, Error};
 
 pub use driver::{driver_result, driver_version};
 pub use runtime::{runtime_result, runtime_version};
@@ -78,25 +80,49 @@ unsafe impl Send for Addr {}
 // SAFETY: as above; `Addr` is a plain, immutable address.
 unsafe impl Sync for Addr {}
 
-/// A resolution outcome that is remembered: the address, or the fact that the loaded library
-/// lacks the function. Errors that may pass (no library yet, a failing lookup) are not kept.
-type Cached = OnceLock<Result<Addr, Error>>;
-
-fn cached(cell: &Cached) -> Option<Result<*const c_void, Error>> {
-    cell.get().map(|r| match r {
-        Ok(addr) => Ok(addr.0.as_ptr().cast_const()),
-        Err(e) => Err(e.clone()),
-    })
+/// What an entry point remembers of its resolution: the address once found (NULL until then),
+/// or the fact that the loaded library lacks the function. Errors that may pass (no library
+/// yet, a failing lookup) are not kept, so the next call tries again.
+///
+/// The address is the whole fast path: one load and a NULL test before the call, inlined into
+/// every wrapper. Everything else lives out of line, behind `#[cold]`.
+#[derive(Debug)]
+struct Resolved {
+    address: AtomicPtr<c_void>,
+    missing: OnceLock<Error>,
 }
 
-fn remember(cell: &Cached, outcome: Result<Addr, Error>) -> Result<*const c_void, Error> {
-    match outcome {
-        Ok(_) | Err(Error::Unavailable { .. }) => {
-            // Another thread may have won the race; it resolved the same thing.
-            let _ = cell.set(outcome);
-            cached(cell).unwrap_or_else(|| unreachable!("the cell was just set"))
+impl Resolved {
+    const fn new() -> Resolved {
+        Resolved {
+            address: AtomicPtr::new(ptr::null_mut()),
+            missing: OnceLock::new(),
         }
-        Err(e) => Err(e),
+    }
+
+    /// The address, if resolved. `Acquire` pairs with [`Resolved::remember`]'s `Release`, so the
+    /// loaded library is visible to a thread that sees its address (a plain load on x86-64).
+    #[inline(always)]
+    fn address(&self) -> *const c_void {
+        self.address.load(Ordering::Acquire).cast_const()
+    }
+
+    /// Remembers `outcome` when it is final (an address, or [`Error::Unavailable`]); an error
+    /// comes back as a `'static` reference (two registers with the address, no stack frame in
+    /// the wrapper for it): the remembered one, or an interned copy of one that may pass.
+    fn remember(
+        &'static self,
+        outcome: Result<Addr, Error>,
+    ) -> Result<*const c_void, &'static Error> {
+        match outcome {
+            Ok(addr) => {
+                // Another thread may have stored it too; it resolved the same address.
+                self.address.store(addr.0.as_ptr(), Ordering::Release);
+                Ok(addr.0.as_ptr().cast_const())
+            }
+            Err(e @ Error::Unavailable { .. }) => Err(self.missing.get_or_init(|| e)),
+            Err(e) => Err(crate::error::intern(e)),
+        }
     }
 }
 
@@ -126,6 +152,46 @@ pub trait Entry: Sync {
     fn address(&'static self) -> Result<*const c_void, Error>;
 }
 
+/// What describes a driver function, whatever its C type: the part of [`DriverFn`] that its
+/// out-of-line resolution works on.
+#[derive(Debug)]
+struct DriverMeta {
+    name: &'static str,
+    symbol: &'static CStr,
+    base: &'static CStr,
+    version: u32,
+    per_thread: Option<PerThreadVariant>,
+    resolved: Resolved,
+}
+
+impl DriverMeta {
+    /// The address, resolving it (once) if needed.
+    #[inline(always)]
+    fn address(&'static self) -> Result<*const c_void, &'static Error> {
+        let address = self.resolved.address();
+        if address.is_null() {
+            self.resolve()
+        } else {
+            Ok(address)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resolve(&'static self) -> Result<*const c_void, &'static Error> {
+        if let Some(missing) = self.resolved.missing.get() {
+            return Err(missing);
+        }
+        let driver = driver::Driver::get().map_err(crate::error::intern)?;
+        let (version, per_thread) = match (stream::lock(), self.per_thread) {
+            (DefaultStream::PerThread, Some(variant)) => (variant.version, true),
+            _ => (self.version, false),
+        };
+        let outcome = driver.proc_address(self.name, self.base, version, per_thread);
+        self.resolved.remember(outcome)
+    }
+}
+
 /// A driver function of C type `F`, resolved on first use through `cuGetProcAddress` and
 /// cached.
 ///
@@ -133,12 +199,7 @@ pub trait Entry: Sync {
 /// `static F: DriverFn<unsafe extern "C" fn(..) -> CUresult> = unsafe { DriverFn::new(...) }`.
 #[derive(Debug)]
 pub struct DriverFn<F> {
-    name: &'static str,
-    symbol: &'static CStr,
-    base: &'static CStr,
-    version: u32,
-    per_thread: Option<PerThreadVariant>,
-    cache: Cached,
+    meta: DriverMeta,
     signature: PhantomData<F>,
 }
 
@@ -162,45 +223,48 @@ impl<F: Copy> DriverFn<F> {
         per_thread: Option<PerThreadVariant>,
     ) -> Self {
         Self {
-            name: match name.to_str() {
-                Ok(name) => name,
-                Err(_) => panic!("a C identifier is UTF-8"),
+            meta: DriverMeta {
+                name: match name.to_str() {
+                    Ok(name) => name,
+                    Err(_) => panic!("a C identifier is UTF-8"),
+                },
+                symbol: name,
+                base,
+                version,
+                per_thread,
+                resolved: Resolved::new(),
             },
-            symbol: name,
-            base,
-            version,
-            per_thread,
-            cache: OnceLock::new(),
             signature: PhantomData,
         }
     }
 
-    /// Resolves the function (once) and returns it, typed.
-    #[inline]
+    /// Resolves the function (once) and returns it, typed. After the first call this is one
+    /// load and a test.
+    #[inline(always)]
     pub fn get(&'static self) -> Result<F, Error> {
-        let address = match cached(&self.cache) {
-            Some(outcome) => outcome?,
-            None => self.resolve()?,
-        };
-        // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
-        Ok(unsafe { as_fn::<F>(address) })
+        match self.meta.address() {
+            // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
+            Ok(address) => Ok(unsafe { as_fn::<F>(address) }),
+            Err(e) => Err(*e),
+        }
     }
+}
 
-    #[cold]
-    fn resolve(&'static self) -> Result<*const c_void, Error> {
-        let driver = driver::Driver::get()?;
-        let (version, per_thread) = match (stream::lock(), self.per_thread) {
-            (DefaultStream::PerThread, Some(variant)) => (variant.version, true),
-            _ => (self.version, false),
-        };
-        let outcome = driver.proc_address(self.name, self.base, version, per_thread);
-        remember(&self.cache, outcome)
+impl<F: Copy> DriverFn<F> {
+    /// The function if it is already resolved, without resolving it: for a caller that keeps
+    /// its own fast path (one load and a test, nothing out of line to merge back from) and
+    /// calls the wrapper, or [`get`](Self::get), otherwise.
+    #[inline(always)]
+    pub fn resolved(&'static self) -> Option<F> {
+        let address = self.meta.resolved.address();
+        // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
+        (!address.is_null()).then(|| unsafe { as_fn::<F>(address) })
     }
 }
 
 impl<F: Copy + Sync> Entry for DriverFn<F> {
     fn name(&self) -> &'static str {
-        self.name
+        self.meta.name
     }
 
     fn api(&self) -> crate::error::Api {
@@ -208,17 +272,54 @@ impl<F: Copy + Sync> Entry for DriverFn<F> {
     }
 
     fn export(&self, mode: DefaultStream) -> &'static CStr {
-        match (mode, self.per_thread) {
+        match (mode, self.meta.per_thread) {
             (DefaultStream::PerThread, Some(variant)) => variant.symbol,
-            _ => self.symbol,
+            _ => self.meta.symbol,
         }
     }
 
     fn address(&'static self) -> Result<*const c_void, Error> {
-        match cached(&self.cache) {
-            Some(outcome) => outcome,
-            None => self.resolve(),
+        self.meta.address().map_err(|e| *e)
+    }
+}
+
+/// What describes a runtime function, whatever its C type: the part of [`RuntimeFn`] that its
+/// out-of-line resolution works on.
+#[derive(Debug)]
+struct RuntimeMeta {
+    name: &'static str,
+    major: u32,
+    symbol: &'static CStr,
+    per_thread_symbol: Option<&'static CStr>,
+    needs: u32,
+    resolved: Resolved,
+}
+
+impl RuntimeMeta {
+    /// The address, resolving it (once) if needed.
+    #[inline(always)]
+    fn address(&'static self) -> Result<*const c_void, &'static Error> {
+        let address = self.resolved.address();
+        if address.is_null() {
+            self.resolve()
+        } else {
+            Ok(address)
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resolve(&'static self) -> Result<*const c_void, &'static Error> {
+        if let Some(missing) = self.resolved.missing.get() {
+            return Err(missing);
+        }
+        let rt = runtime::Runtime::get(self.major).map_err(crate::error::intern)?;
+        let symbol = match (stream::lock(), self.per_thread_symbol) {
+            (DefaultStream::PerThread, Some(per_thread)) => per_thread,
+            _ => self.symbol,
+        };
+        let outcome = rt.symbol(self.name, symbol, self.needs);
+        self.resolved.remember(outcome)
     }
 }
 
@@ -229,12 +330,7 @@ impl<F: Copy + Sync> Entry for DriverFn<F> {
 /// `static F: RuntimeFn<unsafe extern "C" fn(..) -> cudaError_t> = unsafe { RuntimeFn::new(...) }`.
 #[derive(Debug)]
 pub struct RuntimeFn<F> {
-    name: &'static str,
-    major: u32,
-    symbol: &'static CStr,
-    per_thread_symbol: Option<&'static CStr>,
-    needs: u32,
-    cache: Cached,
+    meta: RuntimeMeta,
     signature: PhantomData<F>,
 }
 
@@ -258,63 +354,73 @@ impl<F: Copy> RuntimeFn<F> {
         needs: u32,
     ) -> Self {
         Self {
-            name: match symbol.to_str() {
-                Ok(name) => name,
-                Err(_) => panic!("a C identifier is UTF-8"),
+            meta: RuntimeMeta {
+                name: match symbol.to_str() {
+                    Ok(name) => name,
+                    Err(_) => panic!("a C identifier is UTF-8"),
+                },
+                major,
+                symbol,
+                per_thread_symbol,
+                needs,
+                resolved: Resolved::new(),
             },
-            major,
-            symbol,
-            per_thread_symbol,
-            needs,
-            cache: OnceLock::new(),
             signature: PhantomData,
         }
     }
 
-    /// Resolves the function (once) and returns it, typed.
-    #[inline]
+    /// Resolves the function (once) and returns it, typed. After the first call this is one
+    /// load and a test.
+    #[inline(always)]
     pub fn get(&'static self) -> Result<F, Error> {
-        let address = match cached(&self.cache) {
-            Some(outcome) => outcome?,
-            None => self.resolve()?,
-        };
-        // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
-        Ok(unsafe { as_fn::<F>(address) })
-    }
-
-    #[cold]
-    fn resolve(&'static self) -> Result<*const c_void, Error> {
-        let rt = runtime::Runtime::get(self.major)?;
-        let symbol = match (stream::lock(), self.per_thread_symbol) {
-            (DefaultStream::PerThread, Some(per_thread)) => per_thread,
-            _ => self.symbol,
-        };
-        let outcome = rt.symbol(self.name, symbol, self.needs);
-        remember(&self.cache, outcome)
+        match self.meta.address() {
+            // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
+            Ok(address) => Ok(unsafe { as_fn::<F>(address) }),
+            Err(e) => Err(*e),
+        }
     }
 }
 
 impl<F: Copy + Sync> Entry for RuntimeFn<F> {
     fn name(&self) -> &'static str {
-        self.name
+        self.meta.name
     }
 
     fn api(&self) -> crate::error::Api {
-        crate::error::Api::Runtime { major: self.major }
+        crate::error::Api::Runtime {
+            major: self.meta.major,
+        }
     }
 
     fn export(&self, mode: DefaultStream) -> &'static CStr {
-        match (mode, self.per_thread_symbol) {
+        match (mode, self.meta.per_thread_symbol) {
             (DefaultStream::PerThread, Some(per_thread)) => per_thread,
-            _ => self.symbol,
+            _ => self.meta.symbol,
         }
     }
 
     fn address(&'static self) -> Result<*const c_void, Error> {
-        match cached(&self.cache) {
-            Some(outcome) => outcome,
-            None => self.resolve(),
+        self.meta.address().map_err(|e| *e)
+    }
+}
+
+/// The name of a CUDA error code of `api`, from the loaded library (`cuGetErrorName` or
+/// `cudaGetErrorName`), or a phrase saying it is unknown. What [`Error::Cuda`] displays.
+pub(crate) fn error_name(api: Api, code: u32) -> &'static str {
+    match api {
+        Api::Driver => driver::error_name(code).unwrap_or("an unknown CUresult"),
+        Api::Runtime { major } => {
+            runtime::error_name(major, code).unwrap_or("an unknown cudaError_t")
         }
+    }
+}
+
+/// The description of a CUDA error code of `api`, from the loaded library
+/// (`cuGetErrorString` or `cudaGetErrorString`), or why there is none.
+pub(crate) fn error_description(api: Api, code: u32) -> Cow<'static, str> {
+    match api {
+        Api::Driver => driver::error_description(code),
+        Api::Runtime { major } => runtime::error_description(major, code),
     }
 }
 

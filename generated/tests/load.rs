@@ -520,7 +520,7 @@ fn not_found(outcome: Result<impl std::fmt::Debug, Error>) -> (&'static str, Vec
             let Error::LibraryNotFound { library, searched } = e else {
                 unreachable!()
             };
-            (library, searched, text)
+            (library, searched.to_vec(), text)
         }
         other => panic!("expected LibraryNotFound, got {other:?}"),
     }
@@ -585,17 +585,17 @@ fn driver_search() -> Outcome {
     check_eq!(searched[3], "$CUDA_PATH: not set");
     // Without the driver, an error code still becomes an error, named by a fallback.
     match driver_result("cuLaunchHostFunc", 1) {
-        Err(Error::Cuda {
-            api: Api::Driver,
-            function: "cuLaunchHostFunc",
-            code: 1,
-            name,
-            description,
-        }) => {
-            check_eq!(name, "an unknown CUresult");
+        Err(
+            e @ Error::Cuda {
+                api: Api::Driver,
+                function: "cuLaunchHostFunc",
+                code: 1,
+            },
+        ) => {
+            check_eq!(e.name(), Some("an unknown CUresult"));
             check_eq!(
-                description,
-                "no description, since libcuda.so.1 is not loaded"
+                e.description().as_deref(),
+                Some("no description, since libcuda.so.1 is not loaded")
             );
         }
         other => panic!("{other:?}"),
@@ -944,7 +944,7 @@ fn runtime_loading() -> Outcome {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let (version_fn, made_up, launch) = outcomes[0].clone();
+    let (version_fn, made_up, launch) = outcomes[0];
     for other in &outcomes[1..] {
         check_eq!(other.0.as_ref().ok(), version_fn.as_ref().ok());
         check_eq!(other.2.as_ref().ok(), launch.as_ref().ok());
@@ -1025,7 +1025,7 @@ fn runtime_loading() -> Outcome {
         other => panic!("{other:?}"),
     }
     match runtime_result("cudaLaunchHostFunc", 12, 1) {
-        Err(Error::Cuda { name, .. }) => check_eq!(name, "an unknown cudaError_t"),
+        Err(e @ Error::Cuda { .. }) => check_eq!(e.name(), Some("an unknown cudaError_t")),
         other => panic!("{other:?}"),
     }
 

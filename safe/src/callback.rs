@@ -24,34 +24,54 @@ thread_local! {
 }
 
 /// Marks the current thread as inside a callback while it lives.
-struct Inside;
+pub(crate) struct Inside;
 
 impl Inside {
-    fn enter() -> Inside {
+    #[inline]
+    pub(crate) fn enter() -> Inside {
         DEPTH.with(|d| d.set(d.get() + 1));
         Inside
     }
 }
 
 impl Drop for Inside {
+    #[inline]
     fn drop(&mut self) {
         DEPTH.with(|d| d.set(d.get() - 1));
     }
 }
 
 /// Whether the current thread is running a callback or a destructor of this crate.
+#[inline]
 pub(crate) fn in_callback() -> bool {
     DEPTH.with(|d| d.get() > 0)
 }
 
 /// The entry check of every public call that reaches CUDA: refused inside a callback; outside
 /// one, destructions deferred by callbacks run first.
+///
+/// Inlined into every call: a thread-local read and an atomic load, with the deferred
+/// destructions out of line.
+#[inline(always)]
 pub(crate) fn enter(operation: &'static str) -> Result<(), Error> {
     if in_callback() {
         return Err(Error::InCallback { operation });
     }
-    reap();
+    if PENDING.load(Ordering::Acquire) {
+        reap_now();
+    }
     Ok(())
+}
+
+/// `entry`'s function when a call may take its fast path: the entry checks of [`enter`] pass
+/// (not in a callback, no deferred destruction waiting) and the function is resolved. `None`
+/// sends the caller to its general path, which calls [`enter`] and resolves.
+#[inline(always)]
+pub(crate) fn fast<F: Copy>(entry: &'static cuda_hostcb::load::DriverFn<F>) -> Option<F> {
+    if in_callback() || PENDING.load(Ordering::Acquire) {
+        return None;
+    }
+    entry.resolved()
 }
 
 /// A destruction that had to wait until it could call CUDA.
@@ -80,6 +100,13 @@ pub(crate) fn reap() {
     if !PENDING.load(Ordering::Acquire) || in_callback() {
         return;
     }
+    reap_now();
+}
+
+/// [`reap`] once it is known that destructions wait and the thread is not in a callback.
+#[cold]
+#[inline(never)]
+fn reap_now() {
     let due = {
         let mut queue = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
         PENDING.store(false, Ordering::Release);
@@ -124,6 +151,7 @@ pub(crate) struct Once {
 }
 
 impl Once {
+    #[inline]
     pub(crate) fn new<F: FnOnce() + Send + 'static>(f: F) -> Once {
         Once {
             call: call_once::<F>,
@@ -133,11 +161,13 @@ impl Once {
     }
 
     /// The host function and user data to give CUDA.
+    #[inline]
     pub(crate) fn parts(&self) -> (HostFn, *mut c_void) {
         (self.call, self.data)
     }
 
     /// CUDA accepted the launch: its single call consumes and drops the closure.
+    #[inline]
     pub(crate) fn hand_over(self) {
         std::mem::forget(self);
     }
@@ -162,6 +192,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    #[inline]
     pub(crate) fn new<F: Fn() + Send + Sync + 'static>(f: F) -> Shared {
         Shared {
             call: call_shared::<F>,
@@ -172,11 +203,13 @@ impl Shared {
     }
 
     /// The host function, the destructor and the user data to give CUDA.
+    #[inline]
     pub(crate) fn parts(&self) -> (HostFn, HostFn, *mut c_void) {
         (self.call, self.destroy, self.data)
     }
 
     /// A user object owns the closure now; its destructor drops it.
+    #[inline]
     pub(crate) fn hand_over(self) {
         std::mem::forget(self);
     }

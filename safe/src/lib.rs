@@ -53,7 +53,9 @@
 //!   a one-shot closure cannot be captured honestly.
 //! - `Stream::launch_fn` (`Fn + Send + Sync`): on a plain stream as above; on a capturing stream
 //!   (found with `cuStreamGetCaptureInfo`, not asked of the caller) the closure is owned by a CUDA
-//!   user object moved into the graph being captured.
+//!   user object moved into the graph being captured: one user object per capture and thread,
+//!   which holds every closure that thread captures into that capture (kept in blocks, not one
+//!   allocation each) and drops each once.
 //! - `Graph::add_host_node` (`Fn + Send + Sync`): owned by a CUDA user object moved into the graph
 //!   (`cuGraphRetainUserObject(.., CU_GRAPH_USER_OBJECT_MOVE)`). CUDA copies that reference into
 //!   clones and executables and holds it for in-flight launches, so the closure lives as long as
@@ -87,6 +89,7 @@
 // target, so these lints still run there.
 #![cfg_attr(not(feature = "all-targets"), allow(dead_code, unused_imports))]
 
+mod arena;
 mod callback;
 mod capture;
 mod error;
@@ -167,8 +170,8 @@ macro_rules! safe_target {
     };
 }
 
-/// Defines `capture_info(stream, status, graph)` in a target module: the stream's capture status
-/// and graph, through the newest `cuStreamGetCaptureInfo` the target declares (`_v3` from CTK
+/// Defines `capture_info(stream, status, id, graph)` in a target module: the stream's capture
+/// status, the capture sequence's id and the graph, through the newest `cuStreamGetCaptureInfo` the target declares (`_v3` from CTK
 /// 12.3, `_v2` before; its capabilities say which).
 macro_rules! capture_info {
     ([]) => {
@@ -182,14 +185,16 @@ macro_rules! capture_info {
         capture_info!([$($rest)*]);
     };
     (@define $function:ident, [$($edge_data:expr)?]) => {
-        #[doc = concat!("`", stringify!($function), "`: the capture status and graph of `stream`.")]
+        #[doc = concat!("`", stringify!($function), "`: the capture status, capture id and graph of `stream`.")]
         ///
         /// # Safety
         ///
         /// `stream` is a valid stream of the current context.
+        #[inline]
         unsafe fn capture_info(
             stream: sys::CUstream,
             status: &mut sys::CUstreamCaptureStatus,
+            id: &mut u64,
             graph: &mut sys::CUgraph,
         ) -> Result<(), cuda_hostcb::Error> {
             // SAFETY: the caller passes a valid stream; the outputs not wanted are null.
@@ -197,7 +202,7 @@ macro_rules! capture_info {
                 sys::$function(
                     stream,
                     status,
-                    std::ptr::null_mut(),
+                    id,
                     graph,
                     std::ptr::null_mut(),
                     $($edge_data,)?

@@ -118,11 +118,9 @@ fn unusable(e: &Error, call: &str) -> Unusable {
     let short = match e {
         Error::LibraryNotFound { library, .. } => format!("no CUDA driver ({library} not found)"),
         Error::Cuda {
-            code: NO_DEVICE,
-            name,
-            ..
-        } => format!("no CUDA device ({call}: {name})"),
-        Error::Cuda { name, .. } => format!("{call} failed with {name}"),
+            code: NO_DEVICE, ..
+        } => format!("no CUDA device ({call}: {})", e.name().unwrap_or_default()),
+        Error::Cuda { .. } => format!("{call} failed with {}", e.name().unwrap_or_default()),
         _ => format!("{call} failed"),
     };
     Unusable {

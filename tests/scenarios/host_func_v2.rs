@@ -73,7 +73,7 @@ impl Outcome {
                 found: *found,
                 library_file: Path::new(library)
                     .file_name()
-                    .map_or_else(|| library.clone(), |f| f.to_string_lossy().into_owned()),
+                    .map_or_else(|| library.to_string(), |f| f.to_string_lossy().into_owned()),
             },
             Err(Error::Cuda { function, code, .. }) => Outcome::Cuda {
                 function: (*function).to_owned(),
@@ -327,7 +327,7 @@ mod tests {
             function: "cuLaunchHostFunc_v2",
             needs: NEEDS,
             found: Some(13000),
-            library: "/usr/lib/x86_64-linux-gnu/libcuda.so.1".to_owned(),
+            library: "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
         };
         assert_eq!(Outcome::of(&Err(e)), unavailable_driver());
     }

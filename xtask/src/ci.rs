@@ -1,5 +1,6 @@
 //! `cargo xtask test`: everything CI checks, in one command: formatting, clippy, docs, seals,
-//! stale output, and every test of the workspace (GPU tests skip visibly without a GPU).
+//! stale output, every test of the workspace (GPU tests skip visibly without a GPU), and the
+//! instruction budgets of the CPU bench over the stub driver (bench/budgets.txt).
 
 use std::process::Command;
 use std::time::Instant;
@@ -50,6 +51,21 @@ const STEPS: &[Step] = &[
     Step {
         name: "tests",
         args: &["test", "--workspace", "--all-features"],
+        env: &[],
+    },
+    // Exact instruction counts (callgrind) of the host-callback paths over the stub driver,
+    // against bench/budgets.txt; a few seconds once the bench is built.
+    Step {
+        name: "cpu budgets",
+        args: &[
+            "bench",
+            "-p",
+            "hostcb-bench",
+            "--bench",
+            "cpu",
+            "--",
+            "--check",
+        ],
         env: &[],
     },
 ];

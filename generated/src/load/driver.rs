@@ -1,6 +1,7 @@
 //! The driver library: loading it, resolving functions through `cuGetProcAddress`, and naming
 //! its error codes.
 
+use std::borrow::Cow;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr::{self, NonNull};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -105,7 +106,7 @@ impl Driver {
 
     /// Resolves `base` at ABI `version` through `cuGetProcAddress`.
     pub(super) fn proc_address(
-        &self,
+        &'static self,
         name: &'static str,
         base: &CStr,
         version: u32,
@@ -147,25 +148,25 @@ impl Driver {
         }
     }
 
-    fn unavailable(&self, function: &'static str, needs: u32) -> Error {
+    fn unavailable(&'static self, function: &'static str, needs: u32) -> Error {
         Error::Unavailable {
             api: Api::Driver,
             function,
             needs,
             found: self.version().ok(),
-            library: self.library.clone(),
+            library: &self.library,
         }
     }
 
     /// `cuDriverGetVersion`.
-    fn version(&self) -> Result<u32, Error> {
+    fn version(&'static self) -> Result<u32, Error> {
         let Some(get_version) = self.get_version else {
             return Err(Error::Unavailable {
                 api: Api::Driver,
                 function: "cuDriverGetVersion",
                 needs: 2020,
                 found: None,
-                library: self.library.clone(),
+                library: &self.library,
             });
         };
         let mut version: c_int = 0;
@@ -177,13 +178,17 @@ impl Driver {
         Ok(u32::try_from(version).unwrap_or(0))
     }
 
-    fn cuda_error(&self, function: &'static str, code: u32) -> Error {
-        cuda_error(Some(self), function, code)
+    fn cuda_error(&'static self, function: &'static str, code: u32) -> Error {
+        Error::Cuda {
+            api: Api::Driver,
+            function,
+            code,
+        }
     }
 }
 
-/// Asks the driver for a code's name or description.
-fn describe(get: Option<GetErrorText>, code: u32) -> Option<String> {
+/// Asks the driver for a code's name or description: a static string of the loaded driver.
+fn describe(get: Option<GetErrorText>, code: u32) -> Option<&'static str> {
     let get = get?;
     let mut text = ptr::null();
     // SAFETY: `text` is valid for writes; on success it points at a static C string.
@@ -191,43 +196,40 @@ fn describe(get: Option<GetErrorText>, code: u32) -> Option<String> {
     if rc != CUDA_SUCCESS || text.is_null() {
         return None;
     }
-    // SAFETY: checked non-NULL above; the driver's strings are NUL-terminated and static.
-    Some(
-        unsafe { CStr::from_ptr(text) }
-            .to_string_lossy()
-            .into_owned(),
-    )
+    // SAFETY: checked non-NULL above; the driver's strings are NUL-terminated and live as long
+    // as the driver, which is never unloaded.
+    unsafe { CStr::from_ptr(text) }.to_str().ok()
 }
 
-fn cuda_error(driver: Option<&Driver>, function: &'static str, code: u32) -> Error {
-    let name = driver.and_then(|d| describe(d.error_name, code));
-    let description = driver.and_then(|d| describe(d.error_string, code));
-    Error::Cuda {
-        api: Api::Driver,
-        function,
-        code,
-        name: name.unwrap_or_else(|| "an unknown CUresult".to_owned()),
-        description: description.unwrap_or_else(|| match driver {
-            Some(d) => format!("{} gave no description of this code", d.library),
-            None => format!("no description, since {LIBRARY} is not loaded"),
-        }),
+/// The name of `code` from `cuGetErrorName`, if the driver is loaded and knows it.
+pub(super) fn error_name(code: u32) -> Option<&'static str> {
+    describe(DRIVER.get()?.error_name, code)
+}
+
+/// The description of `code` from `cuGetErrorString`, or why there is none.
+pub(super) fn error_description(code: u32) -> Cow<'static, str> {
+    match DRIVER.get() {
+        Some(d) => match describe(d.error_string, code) {
+            Some(text) => Cow::Borrowed(text),
+            None => Cow::Owned(format!("{} gave no description of this code", d.library)),
+        },
+        None => Cow::Owned(format!("no description, since {LIBRARY} is not loaded")),
     }
 }
 
-/// Maps a driver call's `CUresult` to `Ok(())` or [`Error::Cuda`] naming `function`, with the
-/// code's name and description from `cuGetErrorName` and `cuGetErrorString`.
-#[inline]
+/// Maps a driver call's `CUresult` to `Ok(())` or [`Error::Cuda`] naming `function`. The error
+/// is three stores; the code's name and description are looked up when it is displayed.
+#[inline(always)]
 pub fn driver_result(function: &'static str, code: u32) -> Result<(), Error> {
     if code == CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(driver_error(function, code))
+        Err(Error::Cuda {
+            api: Api::Driver,
+            function,
+            code,
+        })
     }
-}
-
-#[cold]
-fn driver_error(function: &'static str, code: u32) -> Error {
-    cuda_error(DRIVER.get(), function, code)
 }
 
 /// The installed driver's CUDA version from `cuDriverGetVersion`, e.g. `13000` for 13.0; loads

@@ -1,6 +1,7 @@
 //! The runtime libraries, one per major version: loading them, resolving their functions by
 //! `dlsym`, and naming their error codes.
 
+use std::borrow::Cow;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr::NonNull;
 use std::sync::{Mutex, PoisonError};
@@ -95,7 +96,7 @@ impl Runtime {
 
     /// Resolves `symbol` by `dlsym`.
     pub(super) fn symbol(
-        &self,
+        &'static self,
         name: &'static str,
         symbol: &CStr,
         needs: u32,
@@ -111,55 +112,57 @@ impl Runtime {
                 function: name,
                 needs,
                 found: Some(self.version),
-                library: self.library.clone(),
+                library: &self.library,
             })
     }
 }
 
-/// Asks the runtime for a code's name or description.
-fn describe(get: Option<GetErrorText>, code: u32) -> Option<String> {
+/// Asks the runtime for a code's name or description: a static string of the loaded runtime.
+fn describe(get: Option<GetErrorText>, code: u32) -> Option<&'static str> {
     // SAFETY: the function takes any code and returns NULL or a static C string.
     let text = unsafe { get?(code) };
     if text.is_null() {
         return None;
     }
-    // SAFETY: checked non-NULL above; the runtime's strings are NUL-terminated and static.
-    Some(
-        unsafe { CStr::from_ptr(text) }
-            .to_string_lossy()
-            .into_owned(),
-    )
+    // SAFETY: checked non-NULL above; the runtime's strings are NUL-terminated and live as long
+    // as the runtime, which is never unloaded.
+    unsafe { CStr::from_ptr(text) }.to_str().ok()
+}
+
+/// The name of `code` from the major-`major` runtime's `cudaGetErrorName`, if it is loaded.
+pub(super) fn error_name(major: u32, code: u32) -> Option<&'static str> {
+    describe(Runtime::loaded(major)?.error_name, code)
+}
+
+/// The description of `code` from the major-`major` runtime's `cudaGetErrorString`, or why
+/// there is none.
+pub(super) fn error_description(major: u32, code: u32) -> Cow<'static, str> {
+    match Runtime::loaded(major) {
+        Some(rt) => match describe(rt.error_string, code) {
+            Some(text) => Cow::Borrowed(text),
+            None => Cow::Owned(format!("{} gave no description of this code", rt.library)),
+        },
+        None => Cow::Owned(format!(
+            "no description, since {} is not loaded",
+            search::runtime_file(major)
+        )),
+    }
 }
 
 /// Maps a call's `cudaError_t` in the runtime of major version `major` to `Ok(())` or
-/// [`Error::Cuda`] naming `function`, with the code's name and description from that runtime's
-/// `cudaGetErrorName` and `cudaGetErrorString`.
-#[inline]
+/// [`Error::Cuda`] naming `function`. The error is three stores; the code's name and
+/// description are looked up in that runtime (`cudaGetErrorName`, `cudaGetErrorString`) when
+/// it is displayed.
+#[inline(always)]
 pub fn runtime_result(function: &'static str, major: u32, code: u32) -> Result<(), Error> {
     if code == CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(runtime_error(function, major, code))
-    }
-}
-
-#[cold]
-fn runtime_error(function: &'static str, major: u32, code: u32) -> Error {
-    let rt = Runtime::loaded(major);
-    let name = rt.and_then(|rt| describe(rt.error_name, code));
-    let description = rt.and_then(|rt| describe(rt.error_string, code));
-    Error::Cuda {
-        api: Api::Runtime { major },
-        function,
-        code,
-        name: name.unwrap_or_else(|| "an unknown cudaError_t".to_owned()),
-        description: description.unwrap_or_else(|| match rt {
-            Some(rt) => format!("{} gave no description of this code", rt.library),
-            None => format!(
-                "no description, since {} is not loaded",
-                search::runtime_file(major)
-            ),
-        }),
+        Err(Error::Cuda {
+            api: Api::Runtime { major },
+            function,
+            code,
+        })
     }
 }
 

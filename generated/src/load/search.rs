@@ -7,7 +7,6 @@
 //! regular file` in [`Error::LibraryNotFound`]. A bare name is passed to the system loader
 //! unchanged.
 
-use std::collections::HashSet;
 use std::env;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -189,7 +188,10 @@ pub(super) fn open_first<T>(
             break;
         }
     }
-    Err(Error::LibraryNotFound { library, searched })
+    Err(Error::LibraryNotFound {
+        library,
+        searched: crate::error::intern_report(searched),
+    })
 }
 
 /// Why the file at `path` must not be handed to `dlopen`, or `None` when it is a regular file
@@ -294,15 +296,24 @@ fn python_dirs(lib: &Path, leaf: &str, wheel: &Path, steps: &mut Vec<Step>) {
 }
 
 /// Drops files already tried earlier (`$CUDA_HOME` and `$CUDA_PATH` are often the same).
+///
+/// A linear scan, not a `HashSet`: a search has a handful of steps, and a `HashSet`'s random
+/// keys cost a `getrandom` system call on the first call of a process, which is what the
+/// library search is part of.
 fn dedup(steps: Vec<Step>) -> Vec<Step> {
-    let mut seen = HashSet::new();
-    steps
-        .into_iter()
-        .filter(|step| match step {
-            Step::Try { file, .. } => seen.insert(file.clone()),
-            Step::Skip(_) => true,
-        })
-        .collect()
+    let mut kept: Vec<Step> = Vec::with_capacity(steps.len());
+    for step in steps {
+        let repeated = match &step {
+            Step::Try { file, .. } => kept
+                .iter()
+                .any(|k| matches!(k, Step::Try { file: seen, .. } if seen == file)),
+            Step::Skip(_) => false,
+        };
+        if !repeated {
+            kept.push(step);
+        }
+    }
+    kept
 }
 
 #[cfg(test)]

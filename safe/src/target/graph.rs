@@ -7,8 +7,8 @@ use std::ptr;
 use super::context::push;
 use super::sys;
 use super::{Context, Stream};
-use crate::Error;
 use crate::callback::{self, Handle, HostFn, Shared};
+use crate::{Error, arena};
 
 /// Hands a closure to a CUDA user object (destructor: drop the closure; flag
 /// `CU_USER_OBJECT_NO_DESTRUCTOR_SYNC`) and moves that reference into `graph`
@@ -17,6 +17,7 @@ use crate::callback::{self, Handle, HostFn, Shared};
 /// From then on CUDA decides when the closure goes: clones and executables of the graph copy
 /// the reference, launches hold it until they finish, and the destructor runs once, after the
 /// last of them.
+#[inline]
 pub(super) fn attach(graph: sys::CUgraph, shared: Shared) -> Result<(HostFn, *mut c_void), Error> {
     let (call, destroy, data) = shared.parts();
     let mut object: sys::CUuserObject = ptr::null_mut();
@@ -48,6 +49,47 @@ pub(super) fn attach(graph: sys::CUgraph, shared: Shared) -> Result<(HostFn, *mu
         return Err(e.into());
     }
     Ok((call, data))
+}
+
+/// Makes a user object own `arena` (destructor: `arena::drop_arena`; flag
+/// `CU_USER_OBJECT_NO_DESTRUCTOR_SYNC`) and moves it into `graph`. On failure the arena has been
+/// disposed of: dropped here, or by the destructor when the reference is released.
+#[cold]
+#[inline(never)]
+pub(super) fn own_arena(graph: sys::CUgraph, arena: *mut c_void) -> Result<(), Error> {
+    let mut object: sys::CUuserObject = ptr::null_mut();
+    // SAFETY: `drop_arena` drops exactly the arena behind `arena`, once, when the count reaches
+    // 0. If the call fails, no user object owns it: it is dropped right after.
+    let made = unsafe {
+        sys::cuUserObjectCreate(
+            &mut object,
+            arena,
+            Some(arena::drop_arena),
+            1,
+            sys::CUuserObject_flags::CU_USER_OBJECT_NO_DESTRUCTOR_SYNC.0,
+        )
+    };
+    if let Err(e) = made {
+        // SAFETY: the arena is still ours, and empty.
+        unsafe { arena::drop_arena(arena) };
+        return Err(e.into());
+    }
+    // SAFETY: `object` is live and this thread owns its one reference, which MOVE transfers.
+    let moved = unsafe {
+        sys::cuGraphRetainUserObject(
+            graph,
+            object,
+            1,
+            sys::CUuserObjectRetain_flags::CU_GRAPH_USER_OBJECT_MOVE.0,
+        )
+    };
+    if let Err(e) = moved {
+        // The reference is still ours: releasing it lets the destructor drop the arena.
+        // SAFETY: we own one reference.
+        let _ = unsafe { sys::cuUserObjectRelease(object, 1) };
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 /// A CUDA graph (`CUgraph`), destroyed on drop; its host nodes own their closures.
@@ -272,7 +314,22 @@ unsafe impl Send for GraphExec {}
 
 impl GraphExec {
     /// Launches the executable on `stream` (`cuGraphLaunch`).
+    #[inline]
     pub fn launch(&self, stream: &Stream) -> Result<(), Error> {
+        // The fast path: the entry checks pass and cuGraphLaunch is resolved. Everything else
+        // is out of line and does not merge back, so the fast path needs no stack frame.
+        if let Some(launch) = callback::fast(&sys::entry::cuGraphLaunch) {
+            // SAFETY: both handles are valid while borrowed.
+            let code = unsafe { launch(self.raw, stream.as_raw()) };
+            return Ok(cuda_hostcb::load::driver_result("cuGraphLaunch", code.0)?);
+        }
+        self.launch_slow(stream)
+    }
+
+    /// [`launch`](Self::launch) with its entry checks and the function's resolution.
+    #[cold]
+    #[inline(never)]
+    fn launch_slow(&self, stream: &Stream) -> Result<(), Error> {
         callback::enter("GraphExec::launch")?;
         // SAFETY: both handles are valid while borrowed.
         unsafe { sys::cuGraphLaunch(self.raw, stream.as_raw())? };

@@ -18,7 +18,7 @@ fn missing() -> cuda_hostcb::Error {
         function: "cuLaunchHostFunc_v2",
         needs: crate::SYNC_MODE_DRIVER_VERSION,
         found: None,
-        library: format!("the bindings of CTK {}", super::CTK),
+        library: "the bindings of a target whose headers declare no host sync modes",
     }
 }
 

@@ -4,9 +4,10 @@ use std::ffi::c_void;
 use std::ptr;
 
 use super::Context;
-use super::graph::{Graph, attach};
+use super::graph::{Graph, own_arena};
 use super::sys;
-use crate::callback::{self, Handle, Once, Shared};
+use crate::arena;
+use crate::callback::{self, Handle, Once};
 use crate::{CaptureMode, CaptureStatus, Error};
 
 // The safe enums mirror this target's values.
@@ -97,6 +98,7 @@ impl Stream {
     /// A stream that is capturing a graph would record the call and make it on every launch of
     /// the graph, so this returns [`Error::CapturingStream`] then (dropping `f` uncalled); use
     /// [`launch_fn`](Self::launch_fn), which works in both cases.
+    #[inline]
     pub fn launch<F>(&self, f: F) -> Result<(), Error>
     where
         F: FnOnce() + Send + 'static,
@@ -113,16 +115,20 @@ impl Stream {
     /// dropped after that call, as with [`launch`](Self::launch); on a capturing stream it
     /// becomes a host node of the graph being captured, owned by a CUDA user object moved into
     /// that graph, so it runs on every launch and is dropped once, after the last graph,
-    /// executable or launch that holds it is gone.
+    /// executable or launch that holds it is gone. (The closures one thread captures into one
+    /// capture share one user object; the first of them makes it.)
+    #[inline]
     pub fn launch_fn<F>(&self, f: F) -> Result<(), Error>
     where
         F: Fn() + Send + Sync + 'static,
     {
         callback::enter("Stream::launch_fn")?;
-        match self.status()? {
+        // One cuStreamGetCaptureInfo gives the status, the capture's id and its graph.
+        let (status, id, graph) = self.capture()?;
+        match status {
             CaptureStatus::None => self.enqueue_once(Once::new(f)),
-            CaptureStatus::Active => self.enqueue_captured(Shared::new(f)),
-            CaptureStatus::Invalidated => Err(Error::CaptureInvalidated),
+            CaptureStatus::Active if !graph.is_null() => self.enqueue_captured(id, graph, f),
+            _ => Err(Error::CaptureInvalidated),
         }
     }
 
@@ -133,6 +139,7 @@ impl Stream {
     /// `f` must not unwind, nor call CUDA; `user_data` must stay valid for every call, which
     /// for a capturing stream means until the captured graph and every executable and launch
     /// made from it are gone.
+    #[inline]
     pub unsafe fn launch_raw(
         &self,
         f: unsafe extern "C" fn(*mut c_void),
@@ -177,6 +184,7 @@ impl Stream {
         Ok(unsafe { Graph::from_raw(raw, self.ctx.clone()) })
     }
 
+    #[inline]
     fn status(&self) -> Result<CaptureStatus, Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         // SAFETY: the stream is valid; a valid out-pointer.
@@ -185,6 +193,7 @@ impl Stream {
     }
 
     /// Launches a one-shot closure; if CUDA refuses, `once` drops it here.
+    #[inline]
     fn enqueue_once(&self, once: Once) -> Result<(), Error> {
         let (call, data) = once.parts();
         // SAFETY: `call` consumes `data` on its single call, which a plain stream makes once.
@@ -193,27 +202,35 @@ impl Stream {
         Ok(())
     }
 
-    /// Moves the closure into the capturing graph's ownership, then records its launch.
-    fn enqueue_captured(&self, shared: Shared) -> Result<(), Error> {
-        let graph = self.capturing_graph()?;
-        let (call, data) = attach(graph, shared)?;
-        // SAFETY: the graph being captured owns the closure through a user object, so it
-        // outlives every call the recorded host function can make. If the launch fails, the
+    /// Moves the closure into this thread's arena for the capture `id` (made and moved into
+    /// `graph`, the graph being captured, on the capture's first closure), then records its
+    /// launch.
+    #[inline]
+    fn enqueue_captured<F>(&self, id: u64, graph: sys::CUgraph, f: F) -> Result<(), Error>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        // SAFETY: `id` is the active capture's, just asked of the driver; `own_arena` makes
+        // `graph` own the arena, or disposes of it.
+        let (call, data) = unsafe { arena::capture(id, f, |arena| own_arena(graph, arena)) }?;
+        // SAFETY: the graph being captured owns the closure through the arena's user object, so
+        // it outlives every call the recorded host function can make. If the launch fails, the
         // graph still owns it and drops it with itself.
         unsafe { sys::cuLaunchHostFunc(self.raw, Some(call), data)? };
         Ok(())
     }
 
-    /// The graph the stream is capturing into (`cuStreamGetCaptureInfo`, see `capture_info`).
-    fn capturing_graph(&self) -> Result<sys::CUgraph, Error> {
+    /// The stream's capture status, the capture's id and the graph it is capturing into (null
+    /// when it is not)
+    /// (`cuStreamGetCaptureInfo`, see `capture_info`).
+    #[inline]
+    fn capture(&self) -> Result<(CaptureStatus, u64, sys::CUgraph), Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut id = 0;
         let mut graph: sys::CUgraph = ptr::null_mut();
         // SAFETY: the stream is valid; the optional outputs that are not wanted are null.
-        unsafe { super::capture_info(self.raw, &mut status, &mut graph)? };
-        match CaptureStatus::from_raw(status.0) {
-            CaptureStatus::Active if !graph.is_null() => Ok(graph),
-            _ => Err(Error::CaptureInvalidated),
-        }
+        unsafe { super::capture_info(self.raw, &mut status, &mut id, &mut graph)? };
+        Ok((CaptureStatus::from_raw(status.0), id, graph))
     }
 }
 

@@ -1,0 +1,643 @@
+// A stub CUDA driver (libcuda.so.1) for measuring the CPU cost of calls into CUDA, built by the
+// bench's build script (bench/build.rs) into target/; never a test double for behaviour.
+//
+// It is honest about what it does: cuLaunchHostFunc on a stream that is not capturing calls the
+// host function at once, on the calling thread, and counts the call; on a capturing stream it
+// records the function as a node of the graph being captured; cuGraphLaunch calls every host node
+// of the executable once, in order, and counts each call. User objects are reference counted and
+// their destructors run (and are counted) when the last reference goes: when a graph or an
+// executable that holds them is destroyed. Every entry point counts its calls
+// (hostcb_stub_count), and the bench checks these counts against the work it asked for.
+//
+// cuGetProcAddress / cuGetProcAddress_v2 return the stub's own functions from one table of
+// (name, ABI version, function); a version newer than the stub's driver version (13.0) is refused
+// with CUDA_ERROR_INVALID_VALUE and an unknown name gives CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
+// as the real 13.0 driver does. The same functions are exported under their ABI names, for
+// loaders that resolve with dlsym.
+//
+// Streams with pending work: the real driver's cuStreamQuery returns CUDA_ERROR_NOT_READY while
+// work is queued. The stub runs everything at once, so a bench marks a stream as busy with
+// hostcb_stub_set_pending(stream, 1) to measure the failing polling call.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef void (*CUhostFn)(void *);
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_ILLEGAL_STATE = 401,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+  CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+  CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
+  CUDA_ERROR_NOT_SUPPORTED = 801,
+  CUDA_ERROR_UNKNOWN = 999,
+};
+
+#define STUB_DRIVER_VERSION 13000
+
+// What the stub counts; the indices are hostcb_stub_count's argument (bench/stub.rs mirrors them).
+enum {
+  COUNT_HOST_CALLS,      // host functions called (stream launches and graph launches)
+  COUNT_LAUNCH_HOST_FUNC, // cuLaunchHostFunc calls that succeeded
+  COUNT_CAPTURED_NODES,  // host functions recorded into a capturing stream's graph
+  COUNT_GRAPH_LAUNCHES,  // cuGraphLaunch calls that succeeded
+  COUNT_STREAM_QUERIES,  // cuStreamQuery calls
+  COUNT_IS_CAPTURING,    // cuStreamIsCapturing calls
+  COUNT_CAPTURE_INFO,    // cuStreamGetCaptureInfo calls
+  COUNT_USER_OBJECTS,    // user objects created
+  COUNT_USER_OBJECT_DESTROYS, // user-object destructors run
+  COUNT_PROC_ADDRESS,    // cuGetProcAddress(_v2) calls
+  COUNT_FAILED,          // calls that returned an error
+  COUNT_LEN
+};
+static unsigned long long counts[COUNT_LEN];
+
+EXPORT unsigned long long hostcb_stub_count(int what) {
+  return what >= 0 && what < COUNT_LEN ? counts[what] : ~0ull;
+}
+
+static CUresult fail(CUresult code) {
+  counts[COUNT_FAILED]++;
+  return code;
+}
+
+// ---- objects --------------------------------------------------------------------------------
+
+struct node { CUhostFn fn; void *data; };
+
+struct user_object {
+  void *ptr;
+  CUhostFn destroy;
+  unsigned refs;
+  struct user_object *next_free;
+};
+
+struct owned { struct user_object *object; unsigned count; };
+
+struct graph {
+  struct node *nodes;
+  size_t n_nodes, cap_nodes;
+  struct owned *objects;
+  size_t n_objects, cap_objects;
+};
+
+struct exec {
+  struct node *nodes;
+  size_t n_nodes;
+  struct owned *objects;
+  size_t n_objects;
+};
+
+struct stream {
+  int capturing;  // 0 none, 1 active, 2 invalidated
+  unsigned long long capture_id;
+  struct graph *capture;
+  int pending;
+};
+
+struct context { int device; unsigned retains; };
+
+static int initialized;
+static struct context primary = {0, 0};
+static struct stream legacy_stream;
+static __thread struct context *ctx_stack[16];
+static __thread int ctx_depth;  // ctx_stack[ctx_depth - 1] is current; 0 means none
+static unsigned long long next_capture_id = 1;
+
+static struct stream *stream_of(void *s) { return s ? (struct stream *)s : &legacy_stream; }
+
+static int grow(void **items, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return 1;
+  size_t cap2 = *cap ? *cap * 2 : 16;
+  while (cap2 < need) cap2 *= 2;
+  void *p = realloc(*items, cap2 * size);
+  if (!p) return 0;
+  *items = p;
+  *cap = cap2;
+  return 1;
+}
+
+// User objects come from a free list refilled in blocks, as a driver's own pools would; their
+// cost is not what the bench measures.
+static struct user_object *free_objects;
+
+static struct user_object *object_alloc(void) {
+  if (!free_objects) {
+    struct user_object *block = calloc(1024, sizeof *block);
+    if (!block) return NULL;
+    for (int i = 0; i < 1024; i++) {
+      block[i].next_free = free_objects;
+      free_objects = &block[i];
+    }
+  }
+  struct user_object *o = free_objects;
+  free_objects = o->next_free;
+  return o;
+}
+
+static void object_release(struct user_object *o, unsigned count) {
+  if (count >= o->refs) {
+    o->refs = 0;
+    if (o->destroy) o->destroy(o->ptr);
+    counts[COUNT_USER_OBJECT_DESTROYS]++;
+    o->next_free = free_objects;
+    free_objects = o;
+  } else {
+    o->refs -= count;
+  }
+}
+
+static void graph_free(struct graph *g) {
+  for (size_t i = 0; i < g->n_objects; i++) object_release(g->objects[i].object, g->objects[i].count);
+  free(g->objects);
+  free(g->nodes);
+  free(g);
+}
+
+static CUresult graph_add_node(struct graph *g, CUhostFn fn, void *data) {
+  if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes))
+    return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  g->nodes[g->n_nodes].fn = fn;
+  g->nodes[g->n_nodes].data = data;
+  g->n_nodes++;
+  return CUDA_SUCCESS;
+}
+
+static CUresult graph_hold(struct graph *g, struct user_object *o, unsigned count) {
+  if (!grow((void **)&g->objects, &g->cap_objects, g->n_objects + 1, sizeof *g->objects))
+    return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  g->objects[g->n_objects].object = o;
+  g->objects[g->n_objects].count = count;
+  g->n_objects++;
+  return CUDA_SUCCESS;
+}
+
+// ---- initialisation, devices, contexts ------------------------------------------------------
+
+EXPORT CUresult cuInit(unsigned flags) {
+  if (flags != 0) return fail(CUDA_ERROR_INVALID_VALUE);
+  initialized = 1;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *version) {
+  if (!version) return fail(CUDA_ERROR_INVALID_VALUE);
+  *version = STUB_DRIVER_VERSION;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count) {
+  if (!initialized) return fail(CUDA_ERROR_NOT_INITIALIZED);
+  if (!count) return fail(CUDA_ERROR_INVALID_VALUE);
+  *count = 1;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+  if (!initialized) return fail(CUDA_ERROR_NOT_INITIALIZED);
+  if (ordinal != 0) return fail(CUDA_ERROR_INVALID_DEVICE);
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice device) {
+  if (device != 0) return fail(CUDA_ERROR_INVALID_DEVICE);
+  if (!name || len < 1) return fail(CUDA_ERROR_INVALID_VALUE);
+  strncpy(name, "hostcb stub device", (size_t)len - 1);
+  name[len - 1] = 0;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice device) {
+  if (!initialized) return fail(CUDA_ERROR_NOT_INITIALIZED);
+  if (device != 0) return fail(CUDA_ERROR_INVALID_DEVICE);
+  primary.retains++;
+  *ctx = &primary;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
+  if (device != 0) return fail(CUDA_ERROR_INVALID_DEVICE);
+  if (primary.retains == 0) return fail(CUDA_ERROR_INVALID_CONTEXT);
+  primary.retains--;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSetCurrent(void *ctx) {
+  if (ctx && ctx != &primary) return fail(CUDA_ERROR_INVALID_CONTEXT);
+  if (!ctx) {
+    ctx_depth = 0;
+  } else if (ctx_depth == 0) {
+    ctx_stack[ctx_depth++] = ctx;
+  } else {
+    ctx_stack[ctx_depth - 1] = ctx;
+  }
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetCurrent(void **ctx) {
+  *ctx = ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPushCurrent_v2(void *ctx) {
+  if (ctx != &primary) return fail(CUDA_ERROR_INVALID_CONTEXT);
+  if (ctx_depth == 16) return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  ctx_stack[ctx_depth++] = ctx;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPopCurrent_v2(void **ctx) {
+  if (ctx_depth == 0) return fail(CUDA_ERROR_INVALID_CONTEXT);
+  ctx_depth--;
+  if (ctx) *ctx = ctx_stack[ctx_depth];
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSynchronize(void) {
+  return ctx_depth ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_CONTEXT);
+}
+
+// ---- streams --------------------------------------------------------------------------------
+
+EXPORT CUresult cuStreamCreate(void **stream, unsigned flags) {
+  (void)flags;
+  if (!ctx_depth) return fail(CUDA_ERROR_INVALID_CONTEXT);
+  struct stream *s = calloc(1, sizeof *s);
+  if (!s) return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  *stream = s;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(void *stream) {
+  if (!stream) return fail(CUDA_ERROR_INVALID_HANDLE);
+  struct stream *s = stream;
+  if (s->capture) graph_free(s->capture);
+  free(s);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamSynchronize(void *stream) {
+  struct stream *s = stream_of(stream);
+  if (s->capturing) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamQuery(void *stream) {
+  struct stream *s = stream_of(stream);
+  counts[COUNT_STREAM_QUERIES]++;
+  if (s->capturing) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  if (s->pending) return fail(CUDA_ERROR_NOT_READY);
+  return CUDA_SUCCESS;
+}
+
+// Marks a stream as having (or not having) pending work, so that cuStreamQuery returns
+// CUDA_ERROR_NOT_READY: the stub's own control, not a CUDA function.
+EXPORT void hostcb_stub_set_pending(void *stream, int pending) { stream_of(stream)->pending = pending; }
+
+EXPORT CUresult cuLaunchHostFunc(void *stream, CUhostFn fn, void *data) {
+  if (!fn) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct stream *s = stream_of(stream);
+  if (s->capturing == 1) {
+    CUresult rc = graph_add_node(s->capture, fn, data);
+    if (rc) return rc;
+    counts[COUNT_CAPTURED_NODES]++;
+  } else if (s->capturing) {
+    return fail(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  } else {
+    counts[COUNT_HOST_CALLS]++;
+    fn(data);
+  }
+  counts[COUNT_LAUNCH_HOST_FUNC]++;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2(void *stream, int mode) {
+  if (!stream) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  if (mode < 0 || mode > 2) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct stream *s = stream;
+  if (s->capturing) return fail(CUDA_ERROR_ILLEGAL_STATE);
+  s->capture = calloc(1, sizeof *s->capture);
+  if (!s->capture) return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  s->capturing = 1;
+  s->capture_id = next_capture_id++;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamEndCapture(void *stream, void **graph) {
+  if (!stream || !graph) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct stream *s = stream;
+  if (!s->capturing) return fail(CUDA_ERROR_ILLEGAL_STATE);
+  int invalidated = s->capturing != 1;
+  s->capturing = 0;
+  if (invalidated) {
+    graph_free(s->capture);
+    s->capture = NULL;
+    *graph = NULL;
+    return fail(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  }
+  *graph = s->capture;
+  s->capture = NULL;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamIsCapturing(void *stream, int *status) {
+  counts[COUNT_IS_CAPTURING]++;
+  if (!status) return fail(CUDA_ERROR_INVALID_VALUE);
+  *status = stream_of(stream)->capturing;
+  return CUDA_SUCCESS;
+}
+
+static CUresult capture_info(void *stream, int *status, unsigned long long *id, void **graph,
+                             const void **deps, size_t *n_deps) {
+  counts[COUNT_CAPTURE_INFO]++;
+  if (!status) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct stream *s = stream_of(stream);
+  *status = s->capturing;
+  if (s->capturing) {
+    if (id) *id = s->capture_id;
+    if (graph) *graph = s->capture;
+    if (deps) *deps = NULL;
+    if (n_deps) *n_deps = 0;
+  }
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_v2(void *stream, int *status, unsigned long long *id,
+                                          void **graph, const void **deps, size_t *n_deps) {
+  return capture_info(stream, status, id, graph, deps, n_deps);
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_v3(void *stream, int *status, unsigned long long *id,
+                                          void **graph, const void **deps, const void **edges,
+                                          size_t *n_deps) {
+  if (edges) *edges = NULL;
+  return capture_info(stream, status, id, graph, deps, n_deps);
+}
+
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
+  if (!mode) return fail(CUDA_ERROR_INVALID_VALUE);
+  return CUDA_SUCCESS;
+}
+
+// ---- graphs, executables, user objects ------------------------------------------------------
+
+EXPORT CUresult cuGraphCreate(void **graph, unsigned flags) {
+  if (flags != 0 || !graph) return fail(CUDA_ERROR_INVALID_VALUE);
+  *graph = calloc(1, sizeof(struct graph));
+  return *graph ? CUDA_SUCCESS : fail(CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+EXPORT CUresult cuGraphDestroy(void *graph) {
+  if (!graph) return fail(CUDA_ERROR_INVALID_VALUE);
+  graph_free(graph);
+  return CUDA_SUCCESS;
+}
+
+struct host_node_params { CUhostFn fn; void *data; };
+
+EXPORT CUresult cuGraphAddHostNode(void **node, void *graph, const void *deps, size_t n_deps,
+                                   const struct host_node_params *params) {
+  (void)deps;
+  (void)n_deps;
+  if (!node || !graph || !params || !params->fn) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct graph *g = graph;
+  CUresult rc = graph_add_node(g, params->fn, params->data);
+  if (rc) return rc;
+  *node = (void *)(uintptr_t)g->n_nodes;  // a non-NULL handle; dependencies are kept in order
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphGetNodes(void *graph, void **nodes, size_t *count) {
+  if (!graph || !count) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct graph *g = graph;
+  if (nodes) {
+    size_t n = *count < g->n_nodes ? *count : g->n_nodes;
+    for (size_t i = 0; i < n; i++) nodes[i] = (void *)(uintptr_t)(i + 1);
+  }
+  *count = g->n_nodes;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
+  (void)flags;
+  if (!exec || !graph) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct graph *g = graph;
+  struct exec *e = calloc(1, sizeof *e);
+  if (!e) return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  e->nodes = malloc((g->n_nodes + 1) * sizeof *e->nodes);
+  e->objects = malloc((g->n_objects + 1) * sizeof *e->objects);
+  if (!e->nodes || !e->objects) {
+    free(e->nodes);
+    free(e->objects);
+    free(e);
+    return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  memcpy(e->nodes, g->nodes, g->n_nodes * sizeof *e->nodes);
+  e->n_nodes = g->n_nodes;
+  for (size_t i = 0; i < g->n_objects; i++) {
+    e->objects[i] = g->objects[i];
+    g->objects[i].object->refs += g->objects[i].count;
+  }
+  e->n_objects = g->n_objects;
+  *exec = e;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphExecDestroy(void *exec) {
+  if (!exec) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct exec *e = exec;
+  for (size_t i = 0; i < e->n_objects; i++) object_release(e->objects[i].object, e->objects[i].count);
+  free(e->objects);
+  free(e->nodes);
+  free(e);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphLaunch(void *exec, void *stream) {
+  if (!exec) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct stream *s = stream_of(stream);
+  if (s->capturing) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  struct exec *e = exec;
+  for (size_t i = 0; i < e->n_nodes; i++) e->nodes[i].fn(e->nodes[i].data);
+  counts[COUNT_HOST_CALLS] += e->n_nodes;
+  counts[COUNT_GRAPH_LAUNCHES]++;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuUserObjectCreate(void **object, void *ptr, CUhostFn destroy, unsigned refs,
+                                   unsigned flags) {
+  if (!object || !destroy || refs == 0 || flags > 1) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct user_object *o = object_alloc();
+  if (!o) return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  o->ptr = ptr;
+  o->destroy = destroy;
+  o->refs = refs;
+  counts[COUNT_USER_OBJECTS]++;
+  *object = o;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuUserObjectRetain(void *object, unsigned count) {
+  if (!object || count == 0) return fail(CUDA_ERROR_INVALID_VALUE);
+  ((struct user_object *)object)->refs += count;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuUserObjectRelease(void *object, unsigned count) {
+  if (!object || count == 0) return fail(CUDA_ERROR_INVALID_VALUE);
+  object_release(object, count);
+  return CUDA_SUCCESS;
+}
+
+#define CU_GRAPH_USER_OBJECT_MOVE 1
+
+EXPORT CUresult cuGraphRetainUserObject(void *graph, void *object, unsigned count, unsigned flags) {
+  if (!graph || !object || count == 0 || flags > 1) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct user_object *o = object;
+  CUresult rc = graph_hold(graph, o, count);
+  if (rc) return rc;
+  // With MOVE the graph takes over the caller's references; otherwise it adds its own.
+  if (!(flags & CU_GRAPH_USER_OBJECT_MOVE)) o->refs += count;
+  return CUDA_SUCCESS;
+}
+
+// ---- error names ----------------------------------------------------------------------------
+
+struct code_text { CUresult code; const char *name, *text; };
+static const struct code_text code_texts[] = {
+  {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+  {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+  {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+  {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+  {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+  {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+  {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+  {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+  {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+  {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+  {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+  {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+  {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+  {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempted to end a stream capture from another thread"},
+  {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static const struct code_text *code_text(CUresult code) {
+  for (size_t i = 0; i < sizeof code_texts / sizeof *code_texts; i++)
+    if (code_texts[i].code == code) return &code_texts[i];
+  return NULL;
+}
+
+EXPORT CUresult cuGetErrorName(CUresult code, const char **name) {
+  const struct code_text *t = code_text(code);
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  *name = t ? t->name : NULL;
+  return t ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuGetErrorString(CUresult code, const char **text) {
+  const struct code_text *t = code_text(code);
+  if (!text) return CUDA_ERROR_INVALID_VALUE;
+  *text = t ? t->text : NULL;
+  return t ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// ---- cuGetProcAddress -----------------------------------------------------------------------
+
+struct proc { const char *name; int version; void *fn; };
+#define PROC(name, version, fn) {name, version, (void *)fn}
+// cuGetProcAddress_v2 is declared below; the table needs its address.
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                    unsigned long long flags, int *status);
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version,
+                                 unsigned long long flags);
+static const struct proc procs[] = {
+  PROC("cuInit", 2000, cuInit),
+  PROC("cuDriverGetVersion", 2020, cuDriverGetVersion),
+  PROC("cuDeviceGetCount", 2000, cuDeviceGetCount),
+  PROC("cuDeviceGet", 2000, cuDeviceGet),
+  PROC("cuDeviceGetName", 2000, cuDeviceGetName),
+  PROC("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
+  PROC("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
+  PROC("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
+  PROC("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
+  PROC("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2),
+  PROC("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
+  PROC("cuCtxSynchronize", 2000, cuCtxSynchronize),
+  PROC("cuStreamCreate", 2000, cuStreamCreate),
+  PROC("cuStreamDestroy", 4000, cuStreamDestroy_v2),
+  PROC("cuStreamSynchronize", 2000, cuStreamSynchronize),
+  PROC("cuStreamQuery", 2000, cuStreamQuery),
+  PROC("cuLaunchHostFunc", 10000, cuLaunchHostFunc),
+  PROC("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
+  PROC("cuStreamEndCapture", 10000, cuStreamEndCapture),
+  PROC("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
+  PROC("cuStreamGetCaptureInfo", 11030, cuStreamGetCaptureInfo_v2),
+  PROC("cuStreamGetCaptureInfo", 12030, cuStreamGetCaptureInfo_v3),
+  PROC("cuThreadExchangeStreamCaptureMode", 10010, cuThreadExchangeStreamCaptureMode),
+  PROC("cuGraphCreate", 10000, cuGraphCreate),
+  PROC("cuGraphDestroy", 10000, cuGraphDestroy),
+  PROC("cuGraphAddHostNode", 10000, cuGraphAddHostNode),
+  PROC("cuGraphGetNodes", 10000, cuGraphGetNodes),
+  PROC("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
+  PROC("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
+  PROC("cuGraphLaunch", 10000, cuGraphLaunch),
+  PROC("cuUserObjectCreate", 11030, cuUserObjectCreate),
+  PROC("cuUserObjectRetain", 11030, cuUserObjectRetain),
+  PROC("cuUserObjectRelease", 11030, cuUserObjectRelease),
+  PROC("cuGraphRetainUserObject", 11030, cuGraphRetainUserObject),
+  PROC("cuGetErrorName", 6000, cuGetErrorName),
+  PROC("cuGetErrorString", 6000, cuGetErrorString),
+  PROC("cuGetProcAddress", 12000, cuGetProcAddress_v2),
+  PROC("cuGetProcAddress", 11030, cuGetProcAddress),
+};
+
+// The newest ABI of `symbol` at or below `version`, as the driver resolves it.
+static CUresult resolve(const char *symbol, void **pfn, int version, int *status) {
+  counts[COUNT_PROC_ADDRESS]++;
+  if (!symbol || !pfn) return fail(CUDA_ERROR_INVALID_VALUE);
+  *pfn = NULL;
+  if (version > STUB_DRIVER_VERSION) return fail(CUDA_ERROR_INVALID_VALUE);
+  const struct proc *best = NULL;
+  int known = 0;
+  for (size_t i = 0; i < sizeof procs / sizeof *procs; i++) {
+    if (strcmp(procs[i].name, symbol) != 0) continue;
+    known = 1;
+    if (procs[i].version <= version && (!best || procs[i].version > best->version)) best = &procs[i];
+  }
+  if (best) {
+    *pfn = best->fn;
+    if (status) *status = 0;  // CU_GET_PROC_ADDRESS_SUCCESS
+  } else if (status) {
+    *status = known ? 2 : 1;  // VERSION_NOT_SUFFICIENT : SYMBOL_NOT_FOUND
+  }
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                    unsigned long long flags, int *status) {
+  (void)flags;
+  return resolve(symbol, pfn, version, status);
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version,
+                                 unsigned long long flags) {
+  (void)flags;
+  CUresult rc = resolve(symbol, pfn, version, NULL);
+  return rc == CUDA_SUCCESS && !*pfn ? CUDA_ERROR_NOT_FOUND : rc;
+}
