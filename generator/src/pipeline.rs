@@ -10,6 +10,7 @@ use crate::allowlist::{AllowList, AllowListError};
 use crate::audit;
 use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
+use crate::layout::{self, LayoutError};
 use crate::model::{ApiModel, Model};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::target::{TargetList, TargetListError};
@@ -120,6 +121,9 @@ pub enum GenerateError {
     /// Sealing failed.
     #[error(transparent)]
     Emit(#[from] EmitError),
+    /// The layout oracle (gcc) failed.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
 }
 
 /// The output of one target.
@@ -184,13 +188,21 @@ pub fn generate_from(ws: &Workspace, inputs: &Inputs) -> Result<Generated, Gener
         "runtime.rs",
         &write_audited(&model, &model.runtime, &templates)?,
     )?;
-    let module = emit::rust_file(ctk, "mod.rs", &writer::write_target_mod(&model))?;
-    let provenance =
-        emit::provenance_file(ctk, &inputs.provenance(), &[&module, &driver, &runtime])?;
+    // The layout oracle: gcc's numbers for the model's types, and its test module in mod.rs.
+    let oracle = layout::target_file(&model, &inputs.headers.include_dirs)?;
+    let mut target_mod = writer::write_target_mod(&model);
+    target_mod.items.push(oracle.module_item);
+    let module = emit::rust_file(ctk, "mod.rs", &target_mod)?;
+    let layout = emit::rust_file(ctk, layout::FILE, &oracle.file)?;
+    let provenance = emit::provenance_file(
+        ctk,
+        &inputs.provenance(),
+        &[&module, &driver, &runtime, &layout],
+    )?;
     Ok(Generated {
         ctk,
         model,
-        files: vec![module, driver, runtime, provenance],
+        files: vec![module, driver, runtime, layout, provenance],
         warnings: inputs.libclang.warning.iter().cloned().collect(),
     })
 }
