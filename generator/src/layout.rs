@@ -15,9 +15,9 @@
 //!
 //! What C can name decides what is checked:
 //! - a struct, union or enum is spelled `struct N` / `union N` / `enum N` when the headers
-//!   define that tag (found in gcc's preprocessed output), else `N` (a typedef of an anonymous
-//!   type, which bindgen names after the typedef); gcc rejects any other spelling, which fails
-//!   generation;
+//!   define that tag (found in gcc's preprocessed output), `struct T` when bindgen named it
+//!   `P_T` for the tag `T` defined inside `P`, else `N` (a typedef of an anonymous type, which
+//!   bindgen names after the typedef); gcc rejects any other spelling, which fails generation;
 //! - an anonymous member (bindgen's `__bindgen_anon_N`, of a type named `P__bindgen_ty_N`) has no
 //!   name in C: its fields are checked from the enclosing named type (C11 lets `offsetof` reach
 //!   them by their own names; Rust reaches them with a nested `offset_of!`), and the anonymous
@@ -301,11 +301,7 @@ fn plan(defs: &Defs, tags: &BTreeSet<(String, String)>) -> Plan {
             Kind::Union => "union",
             Kind::Enum => "enum",
         };
-        let c_type = if tags.contains(&(keyword.to_owned(), name.clone())) {
-            format!("{keyword} {name}")
-        } else {
-            name.clone()
-        };
+        let c_type = c_spelling(name, keyword, tags, defs);
         let mut entry = Entry {
             rust: name.clone(),
             kind: *kind,
@@ -316,6 +312,23 @@ fn plan(defs: &Defs, tags: &BTreeSet<(String, String)>) -> Plan {
         plan.entries.push(entry);
     }
     plan
+}
+
+/// How C spells the type bindgen named `name`: `struct N` where the headers define the tag `N`;
+/// `struct T` for a tag `T` defined inside the definition of `P`, which bindgen names `P_T`
+/// (C gives tags file scope wherever they are defined); else `N`, a typedef of an anonymous type.
+fn c_spelling(name: &str, keyword: &str, tags: &BTreeSet<(String, String)>, defs: &Defs) -> String {
+    let tag = |t: &str| tags.contains(&(keyword.to_owned(), t.to_owned()));
+    if tag(name) {
+        return format!("{keyword} {name}");
+    }
+    for (at, _) in name.match_indices('_') {
+        let (parent, inner) = (&name[..at], &name[at + 1..]);
+        if defs.contains_key(parent) && tag(inner) {
+            return format!("{keyword} {inner}");
+        }
+    }
+    name.to_owned()
 }
 
 /// Adds the fields of `fields` (of the type `owner`, reached by `rust` / `c` from an entry) and
@@ -680,4 +693,151 @@ fn ident(name: &str) -> syn::Ident {
 
 fn lit(n: usize) -> syn::LitInt {
     syn::LitInt::new(&n.to_string(), Span::call_site())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TypeDef;
+
+    /// A driver API of `items` (as bindgen would write them) for the target 13.0.
+    fn model(items: Vec<syn::Item>) -> Model {
+        let api = |api, items| ApiModel {
+            api,
+            functions: Vec::new(),
+            types: vec![TypeDef {
+                name: "t".to_owned(),
+                items,
+            }],
+        };
+        Model {
+            ctk: Ctk::new(13, 0),
+            driver: api(Api::Driver, items),
+            runtime: api(Api::Runtime, Vec::new()),
+        }
+    }
+
+    /// gcc's numbers, by the Rust expression they pair with, for a made-up `cuda.h`.
+    fn numbers(header: &str, items: Vec<syn::Item>) -> Result<Vec<(String, usize)>, LayoutError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cuda.h"), header).unwrap();
+        std::fs::write(dir.path().join("cudaTypedefs.h"), "").unwrap();
+        std::fs::write(dir.path().join("cuda_runtime_api.h"), "").unwrap();
+        let oracle = target_file(&model(items), &[dir.path().to_path_buf()])?;
+        let text = quote::ToTokens::to_token_stream(&oracle.file).to_string();
+        // The rows: `offset ! (driver :: T , a . b , 4)`.
+        let row =
+            regex::Regex::new(r"(\w+) ! \(driver :: (\w+) , (?:([\w .]*?) , )?(\d+)\)").unwrap();
+        Ok(row
+            .captures_iter(&text)
+            .map(|c| {
+                let path = c.get(3).map_or("", |m| m.as_str()).replace(' ', "");
+                (format!("{} {} {path}", &c[1], &c[2]), c[4].parse().unwrap())
+            })
+            .collect())
+    }
+
+    #[test]
+    fn c_spells_tags_typedefs_nested_tags_and_reaches_anonymous_members() {
+        let header = "
+            typedef struct outer_st {
+                char a;
+                union { int id; double d; };
+                struct inner_st { char c; long l; } in;
+                union { short s; } named;
+                int fn;
+                unsigned flag : 3;
+            } outer;
+            typedef struct { short s; } anon_t;
+            typedef enum kind_enum { K0 } kind;
+            struct only_declared;
+        ";
+        let items: Vec<syn::Item> = vec![
+            syn::parse_quote! { pub struct outer_st {
+                pub a: c_char,
+                pub __bindgen_anon_1: outer_st__bindgen_ty_1,
+                pub in_: outer_st_inner_st,
+                pub named: outer_st__bindgen_ty_2,
+                pub fn_: c_int,
+                pub _bitfield_align_1: [u8; 0],
+                pub _bitfield_1: __BindgenBitfieldUnit<[u8; 1]>,
+            } },
+            syn::parse_quote! { pub union outer_st__bindgen_ty_1 { pub id: c_int, pub d: f64 } },
+            syn::parse_quote! { pub struct outer_st_inner_st { pub c: c_char, pub l: c_long } },
+            syn::parse_quote! { pub union outer_st__bindgen_ty_2 { pub s: c_short } },
+            syn::parse_quote! { pub struct anon_t { pub s: c_short } },
+            syn::parse_quote! { pub struct kind_enum(pub c_uint); },
+            syn::parse_quote! { pub struct only_declared { _unused: [u8; 0] } },
+            syn::parse_quote! { pub struct __BindgenBitfieldUnit<Storage> { storage: Storage } },
+        ];
+        let got = numbers(header, items).unwrap();
+        let want: Vec<(String, usize)> = [
+            ("size anon_t ", 2),
+            ("align anon_t ", 2),
+            ("offset anon_t s", 0),
+            ("field_size anon_t s", 2),
+            ("size kind_enum ", 4),
+            ("align kind_enum ", 4),
+            ("size outer_st ", 48),
+            ("align outer_st ", 8),
+            ("offset outer_st a", 0),
+            ("field_size outer_st a", 1),
+            // The anonymous union's members, by their own names in C.
+            ("offset outer_st __bindgen_anon_1.id", 8),
+            ("field_size outer_st __bindgen_anon_1.id", 4),
+            ("offset outer_st __bindgen_anon_1.d", 8),
+            ("field_size outer_st __bindgen_anon_1.d", 8),
+            // C's `in`, bindgen's `in_`; its type, `struct inner_st` (a tag defined inside
+            // outer_st, bindgen's `outer_st_inner_st`), is checked on its own below.
+            ("offset outer_st in_", 16),
+            ("field_size outer_st in_", 16),
+            ("offset outer_st named", 32),
+            ("field_size outer_st named", 2),
+            ("offset outer_st named.s", 32),
+            ("field_size outer_st named.s", 2),
+            ("offset outer_st fn_", 36),
+            ("field_size outer_st fn_", 4),
+            ("size outer_st_inner_st ", 16),
+            ("align outer_st_inner_st ", 8),
+            ("offset outer_st_inner_st c", 0),
+            ("field_size outer_st_inner_st c", 1),
+            ("offset outer_st_inner_st l", 8),
+            ("field_size outer_st_inner_st l", 8),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_type_c_cannot_name_fails_generation_with_one_line() {
+        let items = vec![syn::parse_quote! { pub struct not_in_the_headers { pub x: c_int } }];
+        let err = numbers("struct other { int x; };\n", items).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.starts_with(
+                "the layout oracle of CTK 13.0 (driver): `gcc <the layout program>` failed:"
+            ) && message.contains("not_in_the_headers")
+                && !message.contains('\n'),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn field_names_bindgen_mangled_are_cs() {
+        assert_eq!(c_field("fn_"), "fn");
+        assert_eq!(c_field("type_"), "type");
+        assert_eq!(c_field("userData"), "userData");
+        assert_eq!(c_field("x_"), "x_");
+    }
+
+    #[test]
+    fn machines_map_to_cfg() {
+        assert_eq!(
+            machine_cfg("x86_64-linux-gnu").unwrap().to_string(),
+            quote!(all(target_arch = "x86_64", target_os = "linux")).to_string()
+        );
+        assert!(machine_cfg("x86_64-w64-mingw32").is_err());
+    }
 }
