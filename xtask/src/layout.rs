@@ -170,8 +170,11 @@ pub fn oracle(ws: &Workspace, args: &Args) -> anyhow::Result<(String, usize)> {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<Line> = stdout.lines().filter_map(parse_line).collect();
     let table = table(&lines, args.whole_headers);
+    // With --nocapture the failing tests' panic messages go to stderr.
+    let stderr = String::from_utf8_lossy(&out.stderr);
     let failed: Vec<&str> = stdout
         .lines()
+        .chain(stderr.lines())
         .filter(|l| l.starts_with("CTK ") || l.starts_with("  "))
         .filter(|l| l.contains("differ between gcc and rustc") || l.contains(": gcc "))
         .collect();
@@ -183,7 +186,6 @@ pub fn oracle(ws: &Workspace, args: &Args) -> anyhow::Result<(String, usize)> {
     }
     let want = 2 * ctks.len();
     if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
         if lines.is_empty() {
             let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
             for l in tail.iter().rev() {
