@@ -187,11 +187,11 @@ fn project(dir: &Path, dependency: &str, import: &str) -> anyhow::Result<PathBuf
          fn main() {{\n    \
          // Called only when given an argument: the build is what is measured.\n    \
          if std::env::args().count() > 1 {{\n        \
-         let null = core::ptr::null_mut();\n        \
+         use core::ptr::null_mut;\n        \
          unsafe {{\n            \
          let _ = cu::cuInit(0);\n            \
-         let _ = cu::cuLaunchHostFunc(null, Some(on_host), null);\n            \
-         let _ = rt::cudaLaunchHostFunc(null, Some(on_host), null);\n        \
+         let _ = cu::cuLaunchHostFunc(null_mut(), Some(on_host), null_mut());\n            \
+         let _ = rt::cudaLaunchHostFunc(null_mut(), Some(on_host), null_mut());\n        \
          }}\n    }}\n}}\n"
     );
     std::fs::write(dir.join("src/main.rs"), main)?;
