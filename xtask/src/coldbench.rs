@@ -10,9 +10,10 @@
 //! for wall, user and system time. cudarc has no feature for its `sys` layer alone: `driver`
 //! also compiles its safe driver layer, which is what a cudarc user builds.
 //!
-//! Then the sealed source of every committed target (MB, per file kind) next to cudarc's two
-//! `sys` files, and the layout oracle's counts for the committed targets
-//! ([`crate::layout::oracle`]).
+//! Then the sealed source of every target of the generated crate (MB, per file kind) next to
+//! cudarc's two `sys` files, and the layout oracle's counts for the committed targets
+//! ([`crate::layout::oracle`]). `--generated DIR` builds against another copy of the generated
+//! crate, such as the whole-header one `cargo xtask layout --whole-headers` leaves behind.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -42,6 +43,10 @@ pub struct Args {
     /// Leave out the layout oracle's counts (which build the generated crate's tests).
     #[arg(long)]
     skip_layout: bool,
+    /// Build against the generated crate in DIR instead of generated/ (e.g. the whole-header
+    /// copy `cargo xtask layout --whole-headers` leaves in target/xtask-layout/work/generated).
+    #[arg(long, value_name = "DIR")]
+    generated: Option<PathBuf>,
 }
 
 /// One timed build.
@@ -56,13 +61,7 @@ struct Times {
 pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
     let listed = ws.targets()?;
     let ctk = match &args.ctk {
-        Some(c) => {
-            let c: Ctk = c.parse()?;
-            if !listed.contains(&c) {
-                bail!("--ctk {c} is not a target of generator/targets.txt");
-            }
-            c
-        }
+        Some(c) => c.parse::<Ctk>()?,
         None => *listed
             .iter()
             .rev()
@@ -71,15 +70,29 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
                 anyhow!("no target of generator/targets.txt is one cudarc {CUDARC} supports")
             })?,
     };
+    if args.generated.is_none() && !listed.contains(&ctk) {
+        bail!("--ctk {ctk} is not a target of generator/targets.txt");
+    }
     if ctk.cuda_version() > CUDARC_NEWEST {
         bail!("cudarc {CUDARC} has no feature for CUDA {ctk}; pick a target up to 13.4");
+    }
+    let generated = match &args.generated {
+        Some(dir) => std::fs::canonicalize(dir)
+            .with_context(|| format!("--generated {}: no such folder", dir.display()))?,
+        None => ws.generated(),
+    };
+    if !generated.join("Cargo.toml").is_file() {
+        bail!(
+            "--generated {}: no Cargo.toml of the generated crate there",
+            generated.display()
+        );
     }
     let base = ws.root.join("target/xtask-bench-cold");
     let ours = project(
         &base.join("ours"),
         &format!(
             "cuda-hostcb = {{ path = \"{}\", features = [\"{}\"] }}",
-            ws.generated().display(),
+            generated.display(),
             ctk.feature()
         ),
         &format!(
@@ -134,6 +147,7 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
         "machine: {} CPU(s), shared with other work (load average {load_before} before, {load_after} after): compare CPU (user+sys), not only wall",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    let _ = writeln!(out, "cuda-hostcb from {}", generated.display());
     let _ = writeln!(
         out,
         "| cold build (empty CARGO_TARGET_DIR) | wall s | user s | sys s | user+sys s |"
@@ -162,7 +176,12 @@ pub fn run(ws: &Workspace, args: Args) -> anyhow::Result<()> {
         );
     }
     out.push('\n');
-    out.push_str(&sizes(ws, &listed)?);
+    let present: Vec<Ctk> = hostcb_generator::inputs::Lock::committed()?
+        .targets()
+        .into_iter()
+        .filter(|c| generated.join(emit::target_dir(*c)).is_dir())
+        .collect();
+    out.push_str(&sizes(&generated, &present)?);
     print!("{out}");
     if !args.skip_layout {
         let (table, _) = crate::layout::oracle(ws, &crate::layout::Args::of("all"))?;
@@ -275,8 +294,9 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
-/// The sealed source of each committed target, and cudarc's `sys` files.
-fn sizes(ws: &Workspace, targets: &[Ctk]) -> anyhow::Result<String> {
+/// The sealed source of each target in the generated crate at `generated`, and cudarc's `sys`
+/// files.
+fn sizes(generated: &Path, targets: &[Ctk]) -> anyhow::Result<String> {
     let mb = |bytes: u64| bytes as f64 / 1e6;
     let size = |path: &Path| -> anyhow::Result<u64> {
         Ok(std::fs::metadata(path)
@@ -290,7 +310,7 @@ fn sizes(ws: &Workspace, targets: &[Ctk]) -> anyhow::Result<String> {
     );
     let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: |");
     for &ctk in targets {
-        let dir = ws.generated().join(emit::target_dir(ctk));
+        let dir = generated.join(emit::target_dir(ctk));
         let mut total = 0;
         for name in emit::TARGET_FILES {
             total += size(&dir.join(name))?;
