@@ -155,6 +155,8 @@ pub fn oracle(ws: &Workspace, args: &Args) -> anyhow::Result<(String, usize)> {
     let out = Command::new(program)
         .current_dir(&work)
         .env("CARGO_TARGET_DIR", base.join("build"))
+        // A scratch copy gains nothing from incremental state, which is most of its disk.
+        .env("CARGO_INCREMENTAL", "0")
         .args([
             "test",
             "--quiet",
