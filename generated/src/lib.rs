@@ -91,6 +91,10 @@ pub mod load;
 
 pub use error::Error;
 
+// The checking half of each target's layout oracle (`bindings/<target>/layout.rs`).
+#[cfg(test)]
+mod layout_check;
+
 // The target modules (`ctk_<major>_<minor>`) and the `for_each_target!` macro, generated from
 // generator/targets.txt and sealed.
 #[rustfmt::skip]

@@ -82,7 +82,13 @@ pub enum EmitError {
 pub const TEMP_PREFIX: &str = ".regen-";
 
 /// The sealed files in each target's folder.
-pub const TARGET_FILES: [&str; 4] = ["mod.rs", "driver.rs", "runtime.rs", "provenance.toml"];
+pub const TARGET_FILES: [&str; 5] = [
+    "mod.rs",
+    "driver.rs",
+    "runtime.rs",
+    "layout.rs",
+    "provenance.toml",
+];
 
 /// The folder of every target's folder, relative to the generated crate's root.
 pub const BINDINGS_DIR: &str = "src/bindings";
@@ -107,7 +113,7 @@ pub fn target_dir(ctk: Ctk) -> PathBuf {
 }
 
 /// Every sealed file of `targets`, relative to the generated crate's root:
-/// `src/bindings/mod.rs` and `src/bindings/<module>/{mod.rs,driver.rs,runtime.rs,provenance.toml}`.
+/// `src/bindings/mod.rs` and `src/bindings/<module>/{mod.rs,driver.rs,runtime.rs,layout.rs,provenance.toml}`.
 /// What `cargo xtask verify` expects to find.
 pub fn sealed_files(targets: &[Ctk]) -> Vec<PathBuf> {
     std::iter::once(PathBuf::from(BINDINGS_MOD))
@@ -745,13 +751,19 @@ mod tests {
     }
 
     #[test]
-    fn sealed_files_are_the_module_list_and_every_targets_four_files() {
+    fn sealed_files_are_the_module_list_and_every_targets_five_files() {
         let targets = [Ctk::V12_9, Ctk::new(13, 2)];
         let files = sealed_files(&targets);
-        assert_eq!(files.len(), 1 + 4 * targets.len());
+        assert_eq!(files.len(), 1 + 5 * targets.len());
         assert_eq!(files[0], Path::new("src/bindings/mod.rs"));
         for ctk in targets {
-            for name in ["mod.rs", "driver.rs", "runtime.rs", "provenance.toml"] {
+            for name in [
+                "mod.rs",
+                "driver.rs",
+                "runtime.rs",
+                "layout.rs",
+                "provenance.toml",
+            ] {
                 let path = Path::new("src/bindings").join(ctk.module()).join(name);
                 assert!(files.contains(&path), "{}", path.display());
             }

@@ -14,6 +14,7 @@ pub mod diff;
 pub mod doc;
 pub mod emit;
 pub mod inputs;
+pub mod layout;
 pub mod model;
 pub mod pipeline;
 pub mod reader;

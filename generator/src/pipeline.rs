@@ -11,6 +11,7 @@ use crate::audit;
 use crate::config::Config;
 use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
+use crate::layout::{self, LayoutError};
 use crate::model::{ApiModel, Model};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::writer::{self, Templates};
@@ -49,6 +50,9 @@ pub enum GenerateError {
     /// Sealing failed.
     #[error(transparent)]
     Emit(#[from] EmitError),
+    /// The layout oracle (gcc) failed.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
 }
 
 /// The output of one target.
@@ -115,13 +119,21 @@ pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, Gene
         "runtime.rs",
         &write_audited(&model, &model.runtime, templates)?,
     )?;
-    let module = rust_file(ctk, "mod.rs", &writer::write_target_mod(&model))?;
-    let provenance =
-        emit::provenance_file(ctk, &inputs.provenance(), &[&module, &driver, &runtime])?;
+    // The layout oracle: gcc's numbers for the model's types, and its test module in mod.rs.
+    let oracle = layout::target_file(&model, &inputs.headers.include_dirs)?;
+    let mut target_mod = writer::write_target_mod(&model);
+    target_mod.items.push(oracle.module_item);
+    let module = rust_file(ctk, "mod.rs", &target_mod)?;
+    let layout = rust_file(ctk, layout::FILE, &oracle.file)?;
+    let provenance = emit::provenance_file(
+        ctk,
+        &inputs.provenance(),
+        &[&module, &driver, &runtime, &layout],
+    )?;
     Ok(Generated {
         ctk,
         model,
-        files: vec![module, driver, runtime, provenance],
+        files: vec![module, driver, runtime, layout, provenance],
         warnings: inputs.libclang.warning.iter().cloned().collect(),
     })
 }

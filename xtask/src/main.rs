@@ -5,10 +5,15 @@
 //! - `verify [PATH...]`: check every seal (no headers, no libclang);
 //! - `check`: regenerate in memory and fail if anything committed differs;
 //! - `diff A B`: print what changes between the models of two pinned targets;
+//! - `bench-cold`: cold builds of a one-target program against cudarc, sizes, oracle counts;
+//! - `layout --ctk <all-pinned|all|MAJOR.MINOR>`: the layout oracle over pinned targets, in a
+//!   scratch copy;
 //! - `test`: everything CI runs (fmt, verify, check, clippy, docs, every test).
 
 mod bench;
 mod ci;
+mod coldbench;
+mod layout;
 mod pin;
 mod sources;
 
@@ -71,6 +76,9 @@ enum Command {
     Test,
     /// Time regen (next to its bindgen floor), verify, check and builds of the generated crate.
     Bench(bench::Args),
+    /// Time cold builds of a program using one target, against cudarc's sys layer, side by side;
+    /// sealed source per target; the layout oracle's counts.
+    BenchCold(coldbench::Args),
     /// Regenerate every target in memory and fail if the committed output differs.
     Check {
         /// The target to check, MAJOR.MINOR, or all (default).
@@ -86,6 +94,9 @@ enum Command {
         /// The newer target, MAJOR.MINOR.
         b: String,
     },
+    /// Check gcc's layout of every struct, union and enum against rustc's for pinned targets
+    /// (all-pinned, all, or one), in a scratch copy of the workspace (nothing committed changes).
+    Layout(layout::Args),
     /// Pin the newest header packages of a CTK target on PyPI in generator/inputs.lock (fetched
     /// and hashed); then list the target in generator/targets.txt to generate it.
     Pin {
@@ -190,6 +201,8 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Diff { a, b } => diff(&load()?, &a, &b),
         Command::Test => ci::run(&root),
         Command::Bench(args) => bench::run(&load()?, args),
+        Command::Layout(args) => layout::run(&load()?, args),
+        Command::BenchCold(args) => coldbench::run(&load()?, args),
     }
 }
 

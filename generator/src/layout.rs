@@ -1,0 +1,843 @@
+//! The layout oracle: gcc's numbers for every struct, union and enum the generated Rust defines,
+//! next to rustc's.
+//!
+//! bindgen's own layout checks compare rustc with bindgen's reading of the headers through
+//! libclang, so a construct bindgen mistranslates (its struct and its numbers agree with each
+//! other, not with C) passes them. This module asks a second compiler: from the model's types it
+//! writes a C program that includes the same pinned headers (as the reader does: `cuda.h` with
+//! `cudaTypedefs.h`; `cuda_runtime_api.h` with `CUDA_API_PER_THREAD_DEFAULT_STREAM`), compiles it
+//! with gcc, runs it, and reads back, for each type, `sizeof` and `_Alignof`, and for each field
+//! its `offsetof` and `sizeof`. [`target_file`] turns those numbers into the sealed, per-target
+//! `layout.rs`: a `#[cfg(test)]` module holding each C number beside the Rust expression
+//! (`size_of`, `align_of`, `offset_of!`) that must equal it, and one `#[test]` per API that
+//! prints the counts and every mismatch. Users pay nothing; `cargo test -p cuda-hostcb
+//! --all-features` runs it.
+//!
+//! What C can name decides what is checked:
+//! - a struct, union or enum is spelled `struct N` / `union N` / `enum N` when the headers
+//!   define that tag (found in gcc's preprocessed output), `struct T` when bindgen named it
+//!   `P_T` for the tag `T` defined inside `P`, else `N` (a typedef of an anonymous type, which
+//!   bindgen names after the typedef); gcc rejects any other spelling, which fails generation;
+//! - an anonymous member (bindgen's `__bindgen_anon_N`, of a type named `P__bindgen_ty_N`) has no
+//!   name in C: its fields are checked from the enclosing named type (C11 lets `offsetof` reach
+//!   them by their own names; Rust reaches them with a nested `offset_of!`), and the anonymous
+//!   type's own size and alignment only through the parent's size and the offsets around it;
+//!   a member named in C whose type is anonymous (`union { .. } u;`) is checked as a field and
+//!   its fields through it (`offsetof(P, u.x)`);
+//! - the fields of an anonymous type used as an array element are not reached (Rust's
+//!   `offset_of!` takes no index); the array itself is checked as a field;
+//! - a bitfield has no `offsetof`: bindgen's storage units (`_bitfield_N`) are skipped, and their
+//!   placement is checked through the struct's size and the offsets of the fields after them;
+//! - a type the headers only declare (bindgen's `_unused: [u8; 0]`) has no size in C and is
+//!   skipped; so are bindgen's own helpers (`__BindgenBitfieldUnit`, ...) and the fields bindgen
+//!   adds (`_address`, `__bindgen_padding_N`, `_bindgen_opaque_blob`), which are covered by the
+//!   type's size;
+//! - a flexible array member (`__IncompleteArrayField`) has an offset but no `sizeof`.
+//!
+//! Everything skipped is listed, with its reason, in the generated file's documentation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+
+use crate::Ctk;
+use crate::model::{Api, ApiModel, Model};
+
+/// The name of the generated file in each target's folder.
+pub const FILE: &str = "layout.rs";
+
+/// Why the oracle could not produce its numbers.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// gcc could not be started.
+    #[error(
+        "the layout oracle of CTK {ctk} cannot run gcc: {source}; install gcc, which compiles the layout oracle against the pinned headers (nothing was written)"
+    )]
+    Spawn {
+        /// The target.
+        ctk: Ctk,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The scratch folder for the C program could not be used.
+    #[error(
+        "the layout oracle of CTK {ctk} cannot write its C program under {path}: {source} (nothing was written)"
+    )]
+    Scratch {
+        /// The target.
+        ctk: Ctk,
+        /// The folder or file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// gcc failed: the headers do not preprocess, or the program names something C cannot.
+    #[error(
+        "the layout oracle of CTK {ctk} ({api}): `{step}` failed: {message}; a type the generated Rust defines has no C spelling the oracle knows: teach generator/src/layout.rs (nothing was written)"
+    )]
+    Gcc {
+        /// The target.
+        ctk: Ctk,
+        /// `driver` or `runtime`.
+        api: &'static str,
+        /// What ran.
+        step: &'static str,
+        /// gcc's first error line, or the exit status.
+        message: String,
+    },
+    /// The program's output is not the numbers it was written to print.
+    #[error(
+        "the layout oracle of CTK {ctk} ({api}) printed {got} numbers, not the {want} it computes (nothing was written)"
+    )]
+    Output {
+        /// The target.
+        ctk: Ctk,
+        /// `driver` or `runtime`.
+        api: &'static str,
+        /// How many it printed.
+        got: usize,
+        /// How many it should have.
+        want: usize,
+    },
+    /// `gcc -dumpmachine` names a machine the generated `#[cfg]` cannot express.
+    #[error(
+        "the layout oracle cannot tell which Rust targets gcc's numbers hold for: `gcc -dumpmachine` printed '{0}'; use a gcc for an <arch>-linux-gnu target (nothing was written)"
+    )]
+    Machine(String),
+}
+
+/// What one API's oracle covers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Structs checked (named ones, and anonymous ones whose fields are checked through their
+    /// parent).
+    pub structs: usize,
+    /// Unions checked, likewise.
+    pub unions: usize,
+    /// Enums checked (size and alignment).
+    pub enums: usize,
+    /// Field entries checked (each has an offset and, but for flexible arrays, a size).
+    pub fields: usize,
+    /// Numbers compared in all (sizes, alignments, offsets, field sizes).
+    pub numbers: usize,
+    /// Items or fields not checked (listed with their reason in the generated file).
+    pub skipped: usize,
+}
+
+/// The oracle of one target: the generated file, and what it covers.
+#[derive(Clone, Debug)]
+pub struct Oracle {
+    /// The `layout.rs` of the target, not yet formatted or sealed.
+    pub file: syn::File,
+    /// The `mod layout;` item for the target's `mod.rs`, under the `#[cfg]` of the machine gcc
+    /// computed for.
+    pub module_item: syn::Item,
+    /// The driver's counts.
+    pub driver: Counts,
+    /// The runtime's counts.
+    pub runtime: Counts,
+}
+
+/// One Rust type and how C spells it.
+#[derive(Clone, Debug)]
+struct Entry {
+    /// The Rust type's name in the API's module.
+    rust: String,
+    kind: Kind,
+    /// The C type the checks are relative to (`struct CUDA_HOST_NODE_PARAMS_st`).
+    c_type: String,
+    /// Fields, in order, with their nested paths.
+    fields: Vec<FieldCheck>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Struct,
+    Union,
+    Enum,
+}
+
+/// One field of an entry, reached from the entry's type.
+#[derive(Clone, Debug)]
+struct FieldCheck {
+    /// Rust field path (`__bindgen_anon_1`, `ctx`).
+    rust: Vec<String>,
+    /// C member designator (`ctx`, `u.x`).
+    c: String,
+    /// Whether `sizeof` applies (not to a flexible array member).
+    sized: bool,
+}
+
+/// The struct, union and enum definitions of one API, by Rust name: each one's kind and its
+/// named fields (`None` for a tuple struct's).
+type Defs = BTreeMap<String, (Kind, Vec<(String, syn::Type)>)>;
+
+fn definitions(api: &ApiModel) -> Defs {
+    let mut defs = Defs::new();
+    let named = |fields: &syn::FieldsNamed| -> Vec<(String, syn::Type)> {
+        fields
+            .named
+            .iter()
+            .filter_map(|f| Some((f.ident.as_ref()?.to_string(), f.ty.clone())))
+            .collect()
+    };
+    for item in api.types.iter().flat_map(|t| &t.items) {
+        match item {
+            syn::Item::Struct(s) if s.generics.params.is_empty() => {
+                let def = match &s.fields {
+                    syn::Fields::Named(f) => (Kind::Struct, named(f)),
+                    // bindgen's newtype enums: `pub struct CUevent_flags_enum(pub c_uint);`.
+                    syn::Fields::Unnamed(u) if u.unnamed.len() == 1 => (Kind::Enum, Vec::new()),
+                    _ => continue,
+                };
+                defs.insert(s.ident.to_string(), def);
+            }
+            syn::Item::Union(u) if u.generics.params.is_empty() => {
+                defs.insert(u.ident.to_string(), (Kind::Union, named(&u.fields)));
+            }
+            _ => {}
+        }
+    }
+    defs
+}
+
+/// Rust keywords bindgen appends `_` to (its `rust_mangle`), so `fn_` is C's `fn`.
+const MANGLED: &[&str] = &[
+    "abstract", "alignof", "as", "async", "await", "become", "box", "break", "const", "continue",
+    "crate", "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if",
+    "impl", "in", "let", "loop", "macro", "match", "mod", "move", "mut", "offsetof", "override",
+    "priv", "proc", "pub", "pure", "ref", "return", "Self", "self", "sizeof", "static", "struct",
+    "super", "trait", "true", "try", "type", "typeof", "unsafe", "unsized", "use", "virtual",
+    "where", "while", "yield", "str", "bool", "f32", "f64", "usize", "isize", "u128", "i128",
+    "u64", "i64", "u32", "i32", "u16", "i16", "u8", "i8",
+];
+
+/// The C name of a field bindgen named `rust`.
+fn c_field(rust: &str) -> &str {
+    match rust.strip_suffix('_') {
+        Some(c) if MANGLED.contains(&c) => c,
+        _ => rust,
+    }
+}
+
+/// Whether `name` is `prefix` followed by a number.
+fn numbered(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Fields bindgen adds that C does not have; the type's size covers them.
+fn is_bindgen_field(name: &str) -> bool {
+    name == "_address"
+        || name == "_bindgen_opaque_blob"
+        || numbered(name, "__bindgen_padding_")
+        || numbered(name, "_bitfield_align_")
+}
+
+/// A type bindgen made up for an anonymous struct or union inside another.
+fn is_anonymous_type(name: &str) -> bool {
+    name.contains("__bindgen_ty_")
+}
+
+/// The last identifier of a plain type path (`CUcontext`, `__IncompleteArrayField<u8>`).
+fn path_ident(ty: &syn::Type) -> Option<String> {
+    match ty {
+        syn::Type::Path(p) if p.qself.is_none() => {
+            p.path.segments.last().map(|s| s.ident.to_string())
+        }
+        _ => None,
+    }
+}
+
+/// The element type of an array type, through nested arrays.
+fn array_element(ty: &syn::Type) -> Option<&syn::Type> {
+    match ty {
+        syn::Type::Array(a) => Some(array_element(&a.elem).unwrap_or(&a.elem)),
+        _ => None,
+    }
+}
+
+/// The tags the preprocessed headers define: `struct N {`, `union N {`, `enum N {` (with any
+/// `__attribute__((..))` between keyword and name).
+fn defined_tags(preprocessed: &str) -> BTreeSet<(String, String)> {
+    let re = regex::Regex::new(
+        r"\b(struct|union|enum)\s+((?:__attribute__\s*\(\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\)\s*)*)([A-Za-z_][A-Za-z0-9_]*)\s*\{",
+    )
+    .expect("a valid regex");
+    re.captures_iter(preprocessed)
+        .map(|c| (c[1].to_owned(), c[3].to_owned()))
+        .collect()
+}
+
+/// The plan of one API: the entries to check and what is skipped, with reasons.
+#[derive(Debug, Default)]
+struct Plan {
+    entries: Vec<Entry>,
+    /// Anonymous types whose fields are checked through a parent.
+    anonymous: Vec<(String, Kind)>,
+    skipped: Vec<String>,
+}
+
+fn plan(defs: &Defs, tags: &BTreeSet<(String, String)>) -> Plan {
+    let mut plan = Plan::default();
+    for (name, (kind, fields)) in defs {
+        if name.starts_with("__Bindgen") || name.starts_with("_bindgen_ty_") {
+            continue; // bindgen's helpers; anonymous enums have no type to check.
+        }
+        if is_anonymous_type(name) {
+            continue; // reached from its parent
+        }
+        if fields.len() == 1 && fields[0].0 == "_unused" {
+            plan.skipped.push(format!(
+                "`{name}`: only declared by the headers (an incomplete type has no size in C)"
+            ));
+            continue;
+        }
+        let keyword = match kind {
+            Kind::Struct => "struct",
+            Kind::Union => "union",
+            Kind::Enum => "enum",
+        };
+        let c_type = c_spelling(name, keyword, tags, defs);
+        let mut entry = Entry {
+            rust: name.clone(),
+            kind: *kind,
+            c_type,
+            fields: Vec::new(),
+        };
+        walk(defs, name, fields, &[], "", &mut entry.fields, &mut plan);
+        plan.entries.push(entry);
+    }
+    plan
+}
+
+/// How C spells the type bindgen named `name`: `struct N` where the headers define the tag `N`;
+/// `struct T` for a tag `T` defined inside the definition of `P`, which bindgen names `P_T`
+/// (C gives tags file scope wherever they are defined); else `N`, a typedef of an anonymous type.
+fn c_spelling(name: &str, keyword: &str, tags: &BTreeSet<(String, String)>, defs: &Defs) -> String {
+    let tag = |t: &str| tags.contains(&(keyword.to_owned(), t.to_owned()));
+    if tag(name) {
+        return format!("{keyword} {name}");
+    }
+    for (at, _) in name.match_indices('_') {
+        let (parent, inner) = (&name[..at], &name[at + 1..]);
+        if defs.contains_key(parent) && tag(inner) {
+            return format!("{keyword} {inner}");
+        }
+    }
+    name.to_owned()
+}
+
+/// Adds the fields of `fields` (of the type `owner`, reached by `rust` / `c` from an entry) and
+/// of the anonymous types among them.
+fn walk(
+    defs: &Defs,
+    owner: &str,
+    fields: &[(String, syn::Type)],
+    rust: &[String],
+    c: &str,
+    out: &mut Vec<FieldCheck>,
+    plan: &mut Plan,
+) {
+    for (name, ty) in fields {
+        if is_bindgen_field(name) {
+            continue;
+        }
+        if numbered(name, "_bitfield_") {
+            plan.skipped.push(format!(
+                "`{owner}::{name}`: a bitfield storage unit (C has no `offsetof` of a bitfield; checked through the type's size and the offsets after it)"
+            ));
+            continue;
+        }
+        let mut rust_path = rust.to_vec();
+        rust_path.push(name.clone());
+        let anonymous_member = numbered(name, "__bindgen_anon_");
+        let c_path = match (anonymous_member, c.is_empty()) {
+            (true, _) => c.to_owned(),
+            (false, true) => c_field(name).to_owned(),
+            (false, false) => format!("{c}.{}", c_field(name)),
+        };
+        if !anonymous_member {
+            out.push(FieldCheck {
+                rust: rust_path.clone(),
+                c: c_path.clone(),
+                sized: path_ident(ty).as_deref() != Some("__IncompleteArrayField"),
+            });
+        }
+        if let Some(element) = array_element(ty)
+            && let Some(inner) = path_ident(element).filter(|n| is_anonymous_type(n))
+        {
+            plan.skipped.push(format!(
+                "the fields of `{inner}`, the anonymous element type of `{owner}::{name}` (Rust's `offset_of!` takes no index; the array is checked as a field)"
+            ));
+            continue;
+        }
+        let Some(inner) = path_ident(ty).filter(|n| is_anonymous_type(n)) else {
+            continue;
+        };
+        let Some((kind, inner_fields)) = defs.get(&inner) else {
+            continue;
+        };
+        plan.anonymous.push((inner.clone(), *kind));
+        walk(defs, &inner, inner_fields, &rust_path, &c_path, out, plan);
+    }
+}
+
+/// The C headers one API's bindings come from, and the defines the reader reads them with.
+fn c_headers(api: Api) -> (&'static str, &'static [&'static str]) {
+    match api {
+        Api::Driver => ("#include <cuda.h>\n#include <cudaTypedefs.h>\n", &[]),
+        Api::Runtime => (
+            "#include <cuda_runtime_api.h>\n",
+            &["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"],
+        ),
+    }
+}
+
+/// The C program that prints, one per line, every number of `plan` in order: per entry its
+/// `sizeof` and `_Alignof`, then per field its `offsetof` and (when sized) `sizeof`.
+fn c_program(api: Api, plan: &Plan) -> String {
+    let (includes, _) = c_headers(api);
+    let mut values = String::new();
+    for e in &plan.entries {
+        let t = &e.c_type;
+        values.push_str(&format!("    sizeof({t}), _Alignof({t}),\n"));
+        for f in &e.fields {
+            values.push_str(&format!("    offsetof({t}, {}),", f.c));
+            if f.sized {
+                values.push_str(&format!(" sizeof((({t} *)0)->{}),", f.c));
+            }
+            values.push('\n');
+        }
+    }
+    format!(
+        "/* The layout oracle: gcc's numbers for the types of the generated Rust bindings. */\n\
+         #include <stddef.h>\n#include <stdio.h>\n{includes}\n\
+         static const unsigned long long hostcb_layout[] = {{\n{values}    0 /* end */\n}};\n\n\
+         int main(void) {{\n    \
+             size_t n = sizeof hostcb_layout / sizeof hostcb_layout[0] - 1;\n    \
+             for (size_t i = 0; i < n; i++) printf(\"%llu\\n\", hostcb_layout[i]);\n    \
+             return 0;\n}}\n"
+    )
+}
+
+/// How many numbers [`c_program`] prints for `plan`.
+fn number_count(plan: &Plan) -> usize {
+    plan.entries
+        .iter()
+        .map(|e| {
+            2 + e
+                .fields
+                .iter()
+                .map(|f| 1 + usize::from(f.sized))
+                .sum::<usize>()
+        })
+        .sum()
+}
+
+/// Runs `cmd`, returning its stdout, or gcc's first error line (or the exit status).
+fn run(cmd: &mut Command, ctk: Ctk, api: Api, step: &'static str) -> Result<String, LayoutError> {
+    let out = cmd
+        .output()
+        .map_err(|source| LayoutError::Spawn { ctk, source })?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let message = stderr
+        .lines()
+        .find(|l| l.contains("error"))
+        .or_else(|| stderr.lines().find(|l| !l.trim().is_empty()))
+        .map_or_else(|| format!("exit status {}", out.status), str::to_owned);
+    Err(LayoutError::Gcc {
+        ctk,
+        api: api.as_str(),
+        step,
+        message,
+    })
+}
+
+/// gcc's numbers for one API's plan, in order.
+fn measure(
+    ctk: Ctk,
+    api: Api,
+    include_dirs: &[PathBuf],
+    scratch: &Path,
+    defs: &Defs,
+) -> Result<(Plan, Vec<usize>), LayoutError> {
+    let (includes, defines) = c_headers(api);
+    let write = |name: &str, text: &str| -> Result<PathBuf, LayoutError> {
+        let path = scratch.join(format!("{}_{name}", api.as_str()));
+        std::fs::write(&path, text).map_err(|source| LayoutError::Scratch {
+            ctk,
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    };
+    let gcc = |args: &[&std::ffi::OsStr]| {
+        let mut cmd = Command::new("gcc");
+        cmd.arg("-std=gnu11")
+            .args(include_dirs.iter().map(|d| format!("-I{}", d.display())))
+            .args(defines)
+            .args(args);
+        cmd
+    };
+    let headers = write("headers.c", includes)?;
+    let preprocessed = run(
+        &mut gcc(&["-E".as_ref(), "-P".as_ref(), headers.as_os_str()]),
+        ctk,
+        api,
+        "gcc -E <the headers>",
+    )?;
+    let plan = plan(defs, &defined_tags(&preprocessed));
+    let source = write("layout.c", &c_program(api, &plan))?;
+    let exe = scratch.join(format!("{}_layout", api.as_str()));
+    run(
+        &mut gcc(&[
+            "-w".as_ref(),
+            "-o".as_ref(),
+            exe.as_os_str(),
+            source.as_os_str(),
+        ]),
+        ctk,
+        api,
+        "gcc <the layout program>",
+    )?;
+    let printed = run(&mut Command::new(&exe), ctk, api, "<the layout program>")?;
+    let numbers: Vec<usize> = printed
+        .lines()
+        .map(|l| l.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| LayoutError::Output {
+            ctk,
+            api: api.as_str(),
+            got: printed.lines().count(),
+            want: number_count(&plan),
+        })?;
+    if numbers.len() != number_count(&plan) {
+        return Err(LayoutError::Output {
+            ctk,
+            api: api.as_str(),
+            got: numbers.len(),
+            want: number_count(&plan),
+        });
+    }
+    Ok((plan, numbers))
+}
+
+/// The `#[cfg]` predicate of the Rust targets whose C layout is the one `gcc -dumpmachine`
+/// names (`x86_64-linux-gnu` → `all(target_arch = "x86_64", target_os = "linux")`).
+fn machine_cfg(machine: &str) -> Result<TokenStream, LayoutError> {
+    let unknown = || LayoutError::Machine(machine.to_owned());
+    let mut parts = machine.split('-');
+    let arch = match parts.next().ok_or_else(unknown)? {
+        "x86_64" => "x86_64",
+        "aarch64" => "aarch64",
+        "i386" | "i486" | "i586" | "i686" => "x86",
+        "powerpc64le" => "powerpc64",
+        _ => return Err(unknown()),
+    };
+    if !machine.contains("-linux") {
+        return Err(unknown());
+    }
+    Ok(quote!(all(target_arch = #arch, target_os = "linux")))
+}
+
+fn gcc_machine(ctk: Ctk) -> Result<String, LayoutError> {
+    let out = Command::new("gcc")
+        .arg("-dumpmachine")
+        .output()
+        .map_err(|source| LayoutError::Spawn { ctk, source })?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Computes gcc's numbers for every type of `model` against the headers in `include_dirs` and
+/// writes the target's `layout.rs`.
+pub fn target_file(model: &Model, include_dirs: &[PathBuf]) -> Result<Oracle, LayoutError> {
+    let ctk = model.ctk;
+    let cfg = machine_cfg(&gcc_machine(ctk)?)?;
+    let scratch = tempfile::tempdir().map_err(|source| LayoutError::Scratch {
+        ctk,
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    let mut items: Vec<TokenStream> = Vec::new();
+    let mut tests: Vec<TokenStream> = Vec::new();
+    let mut skipped_doc: Vec<String> = Vec::new();
+    let mut counts = [Counts::default(); 2];
+    let version = ctk.to_string();
+    for (slot, api) in [Api::Driver, Api::Runtime].into_iter().enumerate() {
+        let defs = definitions(model.api(api));
+        let (plan, numbers) = measure(ctk, api, include_dirs, scratch.path(), &defs)?;
+        let (module, rows_name, test_name) = match api {
+            Api::Driver => ("driver", "DRIVER", "driver_layout_matches_gcc"),
+            Api::Runtime => ("runtime", "RUNTIME", "runtime_layout_matches_gcc"),
+        };
+        let module = ident(module);
+        let mut values = numbers.into_iter();
+        let mut rows = Vec::new();
+        let mut next = || values.next().expect("measure checked the count");
+        for e in &plan.entries {
+            let ty = ident(&e.rust);
+            let (size, align) = (lit(next()), lit(next()));
+            rows.push(quote!(size!(#module::#ty, #size)));
+            rows.push(quote!(align!(#module::#ty, #align)));
+            for f in &e.fields {
+                let path: Vec<syn::Ident> = f.rust.iter().map(|p| ident(p)).collect();
+                let offset = lit(next());
+                rows.push(quote!(offset!(#module::#ty, #(#path).*, #offset)));
+                if f.sized {
+                    let size = lit(next());
+                    rows.push(quote!(field_size!(#module::#ty, #(#path).*, #size)));
+                }
+            }
+        }
+        let c = &mut counts[slot];
+        let anonymous: BTreeSet<&(String, Kind)> = plan.anonymous.iter().collect();
+        for kind in plan
+            .entries
+            .iter()
+            .map(|e| e.kind)
+            .chain(anonymous.iter().map(|a| a.1))
+        {
+            match kind {
+                Kind::Struct => c.structs += 1,
+                Kind::Union => c.unions += 1,
+                Kind::Enum => c.enums += 1,
+            }
+        }
+        c.fields = plan.entries.iter().map(|e| e.fields.len()).sum();
+        c.numbers = rows.len();
+        let skipped: BTreeSet<&String> = plan.skipped.iter().collect();
+        c.skipped = skipped.len();
+        for s in skipped {
+            skipped_doc.push(format!(" - {}: {s}", api.as_str()));
+        }
+        let rows_ident = ident(rows_name);
+        let test = ident(test_name);
+        let api_name = api.as_str();
+        let (structs, unions, enums, fields, skipped) = (
+            lit(c.structs),
+            lit(c.unions),
+            lit(c.enums),
+            lit(c.fields),
+            lit(c.skipped),
+        );
+        let uses = (!plan.entries.is_empty()).then(|| quote!(use super::#module;));
+        items.push(quote! {
+            #uses
+            /// gcc's number and rustc's for every size, alignment, field offset and field size.
+            const #rows_ident: &[Row] = &[#(#rows),*];
+        });
+        tests.push(quote! {
+            #[test]
+            fn #test() {
+                let counts = Counts {
+                    structs: #structs,
+                    unions: #unions,
+                    enums: #enums,
+                    fields: #fields,
+                    skipped: #skipped,
+                };
+                report(#version, #api_name, #rows_ident, counts);
+            }
+        });
+    }
+    let mut doc = vec![
+        format!(
+            " The layout oracle of CTK {version}: for every struct, union and enum of `driver` and"
+        ),
+        " `runtime`, the size, alignment, field offsets and field sizes gcc computes from the same"
+            .to_owned(),
+        " pinned headers (written by `cargo xtask regen`, see `generator/src/layout.rs`), each beside"
+            .to_owned(),
+        " the Rust expression that must equal it; `crate::layout_check` compares them when".to_owned(),
+        " `cargo test -p cuda-hostcb --all-features` runs (the crate's users never compile this).".to_owned(),
+    ];
+    if !skipped_doc.is_empty() {
+        doc.push(String::new());
+        doc.push(" Not checked, and why:".to_owned());
+        doc.push(String::new());
+        doc.extend(skipped_doc);
+    }
+    let file: syn::File = syn::parse_quote! {
+        #(#![doc = #doc])*
+
+        use crate::layout_check::{Counts, Row, align, field_size, offset, report, size};
+
+        #(#items)*
+
+        #(#tests)*
+    };
+    let module_item = syn::parse_quote! {
+        /// gcc's layout of every type against rustc's (a test module; see the file).
+        #[cfg(all(test, #cfg))]
+        #[rustfmt::skip]
+        mod layout;
+    };
+    Ok(Oracle {
+        file,
+        module_item,
+        driver: counts[0],
+        runtime: counts[1],
+    })
+}
+
+fn ident(name: &str) -> syn::Ident {
+    syn::Ident::new(name, Span::call_site())
+}
+
+fn lit(n: usize) -> syn::LitInt {
+    syn::LitInt::new(&n.to_string(), Span::call_site())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TypeDef;
+
+    /// A driver API of `items` (as bindgen would write them) for the target 13.0.
+    fn model(items: Vec<syn::Item>) -> Model {
+        let api = |api, items| ApiModel {
+            api,
+            functions: Vec::new(),
+            types: vec![TypeDef {
+                name: "t".to_owned(),
+                items,
+            }],
+        };
+        Model {
+            ctk: Ctk::new(13, 0),
+            driver: api(Api::Driver, items),
+            runtime: api(Api::Runtime, Vec::new()),
+        }
+    }
+
+    /// gcc's numbers, by the Rust expression they pair with, for a made-up `cuda.h`.
+    fn numbers(header: &str, items: Vec<syn::Item>) -> Result<Vec<(String, usize)>, LayoutError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cuda.h"), header).unwrap();
+        std::fs::write(dir.path().join("cudaTypedefs.h"), "").unwrap();
+        std::fs::write(dir.path().join("cuda_runtime_api.h"), "").unwrap();
+        let oracle = target_file(&model(items), &[dir.path().to_path_buf()])?;
+        let text = quote::ToTokens::to_token_stream(&oracle.file).to_string();
+        // The rows: `offset ! (driver :: T , a . b , 4)`.
+        let row =
+            regex::Regex::new(r"(\w+) ! \(driver :: (\w+) , (?:([\w .]*?) , )?(\d+)\)").unwrap();
+        Ok(row
+            .captures_iter(&text)
+            .map(|c| {
+                let path = c.get(3).map_or("", |m| m.as_str()).replace(' ', "");
+                (format!("{} {} {path}", &c[1], &c[2]), c[4].parse().unwrap())
+            })
+            .collect())
+    }
+
+    #[test]
+    fn c_spells_tags_typedefs_nested_tags_and_reaches_anonymous_members() {
+        let header = "
+            typedef struct outer_st {
+                char a;
+                union { int id; double d; };
+                struct inner_st { char c; long l; } in;
+                union { short s; } named;
+                int fn;
+                unsigned flag : 3;
+            } outer;
+            typedef struct { short s; } anon_t;
+            typedef enum kind_enum { K0 } kind;
+            struct only_declared;
+        ";
+        let items: Vec<syn::Item> = vec![
+            syn::parse_quote! { pub struct outer_st {
+                pub a: c_char,
+                pub __bindgen_anon_1: outer_st__bindgen_ty_1,
+                pub in_: outer_st_inner_st,
+                pub named: outer_st__bindgen_ty_2,
+                pub fn_: c_int,
+                pub _bitfield_align_1: [u8; 0],
+                pub _bitfield_1: __BindgenBitfieldUnit<[u8; 1]>,
+            } },
+            syn::parse_quote! { pub union outer_st__bindgen_ty_1 { pub id: c_int, pub d: f64 } },
+            syn::parse_quote! { pub struct outer_st_inner_st { pub c: c_char, pub l: c_long } },
+            syn::parse_quote! { pub union outer_st__bindgen_ty_2 { pub s: c_short } },
+            syn::parse_quote! { pub struct anon_t { pub s: c_short } },
+            syn::parse_quote! { pub struct kind_enum(pub c_uint); },
+            syn::parse_quote! { pub struct only_declared { _unused: [u8; 0] } },
+            syn::parse_quote! { pub struct __BindgenBitfieldUnit<Storage> { storage: Storage } },
+        ];
+        let got = numbers(header, items).unwrap();
+        let want: Vec<(String, usize)> = [
+            ("size anon_t ", 2),
+            ("align anon_t ", 2),
+            ("offset anon_t s", 0),
+            ("field_size anon_t s", 2),
+            ("size kind_enum ", 4),
+            ("align kind_enum ", 4),
+            ("size outer_st ", 48),
+            ("align outer_st ", 8),
+            ("offset outer_st a", 0),
+            ("field_size outer_st a", 1),
+            // The anonymous union's members, by their own names in C.
+            ("offset outer_st __bindgen_anon_1.id", 8),
+            ("field_size outer_st __bindgen_anon_1.id", 4),
+            ("offset outer_st __bindgen_anon_1.d", 8),
+            ("field_size outer_st __bindgen_anon_1.d", 8),
+            // C's `in`, bindgen's `in_`; its type, `struct inner_st` (a tag defined inside
+            // outer_st, bindgen's `outer_st_inner_st`), is checked on its own below.
+            ("offset outer_st in_", 16),
+            ("field_size outer_st in_", 16),
+            ("offset outer_st named", 32),
+            ("field_size outer_st named", 2),
+            ("offset outer_st named.s", 32),
+            ("field_size outer_st named.s", 2),
+            ("offset outer_st fn_", 36),
+            ("field_size outer_st fn_", 4),
+            ("size outer_st_inner_st ", 16),
+            ("align outer_st_inner_st ", 8),
+            ("offset outer_st_inner_st c", 0),
+            ("field_size outer_st_inner_st c", 1),
+            ("offset outer_st_inner_st l", 8),
+            ("field_size outer_st_inner_st l", 8),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_type_c_cannot_name_fails_generation_with_one_line() {
+        let items = vec![syn::parse_quote! { pub struct not_in_the_headers { pub x: c_int } }];
+        let err = numbers("struct other { int x; };\n", items).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.starts_with(
+                "the layout oracle of CTK 13.0 (driver): `gcc <the layout program>` failed:"
+            ) && message.contains("not_in_the_headers")
+                && !message.contains('\n'),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn field_names_bindgen_mangled_are_cs() {
+        assert_eq!(c_field("fn_"), "fn");
+        assert_eq!(c_field("type_"), "type");
+        assert_eq!(c_field("userData"), "userData");
+        assert_eq!(c_field("x_"), "x_");
+    }
+
+    #[test]
+    fn machines_map_to_cfg() {
+        assert_eq!(
+            machine_cfg("x86_64-linux-gnu").unwrap().to_string(),
+            quote!(all(target_arch = "x86_64", target_os = "linux")).to_string()
+        );
+        assert!(machine_cfg("x86_64-w64-mingw32").is_err());
+    }
+}
