@@ -12,6 +12,8 @@
 //! with `CUDA_ERROR_STREAM_CAPTURE_ISOLATION` and which invalidates the capture. Call
 //! `disable_event_tracking()` before making the slices a capture uses (and keep cudarc's
 //! `PinnedHostSlice`, which always waits on its event, out of captures).
+//! After a failed capture, clear cudarc's recorded errors (`check_err()`) before `end_capture`:
+//! it returns a recorded error before calling `cuStreamEndCapture`, leaving the stream capturing.
 //!
 //! `cargo run -p cuda-hostcb-examples --example cudarc_interop`
 
@@ -66,8 +68,17 @@ fn example() -> Outcome {
     let waited = cctx.check_err();
     let status = ours.capture_status()?;
     drop(use_guard);
+    // A second pitfall: cudarc records the errors of the calls that followed (the guard's event
+    // record) and its end_capture returns a recorded error before it calls cuStreamEndCapture,
+    // which would leave the stream capturing. Take the recorded errors first.
+    let _ = cctx.check_err();
     let ended = cstream.end_capture(cudarc_sys::CUgraphInstantiate_flags(0));
-    let _ = cctx.check_err(); // the failed calls after the wait
+    let _ = cctx.check_err();
+    expect(
+        "the stream's capture status after end_capture",
+        CaptureStatus::None,
+        ours.capture_status()?,
+    )?;
     expect(
         "cudarc's wait on a pre-capture event",
         Err(cudarc_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_ISOLATION),
@@ -112,9 +123,10 @@ fn example() -> Outcome {
         })?;
         Ok(String::new())
     })();
-    let graph = cstream.end_capture(cudarc_sys::CUgraphInstantiate_flags(0))?;
-    captured?;
-    let graph = graph.ok_or("the capture gave no graph")?;
+    let graph = cstream.end_capture(cudarc_sys::CUgraphInstantiate_flags(0));
+    // The first failure inside the capture (it invalidates the capture, so end_capture fails too).
+    captured.map_err(|e| format!("inside the capture: {e}"))?;
+    let graph = graph?.ok_or("the capture gave no graph")?;
 
     for _ in 0..REPLAYS {
         // Zero the copy's destination, so each replay's closure sees only that replay's copy.
