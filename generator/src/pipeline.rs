@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::Ctk;
-use crate::allowlist::{AllowList, AllowListError};
+use crate::allowlist::{DenyList, DenyListError};
 use crate::audit;
 use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
@@ -96,9 +96,9 @@ pub enum GenerateError {
     /// Fetching or checking the inputs failed.
     #[error(transparent)]
     Input(#[from] InputError),
-    /// An allow-list is unreadable.
+    /// A deny-list is unreadable.
     #[error(transparent)]
-    AllowList(#[from] AllowListError),
+    DenyList(#[from] DenyListError),
     /// bindgen or the model failed.
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -164,8 +164,8 @@ fn model_from(ws: &Workspace, inputs: &Inputs) -> Result<Model, GenerateError> {
         include_dirs: inputs.headers.include_dirs.clone(),
         clang_args: inputs.libclang.clang_args.clone(),
     };
-    let driver_list = AllowList::load(&ws.allowlist("driver"))?;
-    let runtime_list = AllowList::load(&ws.allowlist("runtime"))?;
+    let driver_list = DenyList::load(&ws.allowlist("driver"))?;
+    let runtime_list = DenyList::load(&ws.allowlist("runtime"))?;
     Ok(reader::read(&headers, &driver_list, &runtime_list)?)
 }
 

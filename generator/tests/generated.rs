@@ -177,47 +177,45 @@ fn generation_is_deterministic_and_a_second_write_changes_nothing() {
     assert_eq!(again.unchanged.len(), first.files.len());
 }
 
-/// Every allow-listed function reaches the output of at least one target, under its C name or
-/// a versioned ABI name: a typo in an allow-list would otherwise just emit nothing.
+/// Every deny-listed function is declared by some listed target's header (a typo or a stale
+/// entry would otherwise deny nothing) and has no wrapper in any committed file.
 #[test]
-fn every_allow_listed_function_is_emitted_by_some_target() {
-    use hostcb_generator::allowlist::AllowList;
+fn every_denied_function_is_declared_somewhere_and_emitted_nowhere() {
+    use hostcb_generator::allowlist::DenyList;
+    use hostcb_generator::model::Api;
     let ws = Workspace::locate().expect("the workspace");
-    for api in ["driver", "runtime"] {
-        let list =
-            AllowList::load(&ws.root.join(format!("generator/allowlist/{api}.txt"))).unwrap();
-        let mut names = Vec::new();
-        for ctk in Workspace::locate().unwrap().targets().unwrap() {
-            let (_, file) = committed(ctk, api);
-            for item in &file.items {
-                match item {
-                    syn::Item::Fn(f) => names.push(f.sig.ident.to_string()),
-                    syn::Item::Use(u) => {
-                        if let syn::UseTree::Path(p) = &u.tree
-                            && let syn::UseTree::Rename(r) = &*p.tree
-                        {
-                            names.push(r.rename.to_string());
-                        }
-                    }
-                    _ => {}
-                }
-            }
+    for api in [Api::Driver, Api::Runtime] {
+        let list = DenyList::load(
+            &ws.root
+                .join(format!("generator/allowlist/{}.txt", api.as_str())),
+        )
+        .unwrap();
+        let mut declared = std::collections::BTreeSet::new();
+        let mut emitted = Vec::new();
+        for ctk in ws.targets().unwrap() {
+            let model =
+                pipeline::read_model(&ws, ctk, &Options::default()).expect("read the model");
+            declared.extend(model.api(api).declared.denied.iter().cloned());
+            let (_, file) = committed(ctk, api.as_str());
+            emitted.extend(file.items.iter().filter_map(|item| match item {
+                syn::Item::Fn(f) => Some(f.sig.ident.to_string()),
+                _ => None,
+            }));
         }
-        let missing: Vec<&String> = list
-            .functions
-            .iter()
-            .filter(|f| {
-                !names.iter().any(|n| {
-                    n == *f
-                        || n.strip_prefix(f.as_str())
-                            .is_some_and(|r| r.starts_with("_v"))
-                })
-            })
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "{api} allow-list names functions no target emits: {missing:?}"
-        );
+        for d in &list.functions {
+            assert!(
+                declared.contains(&d.name),
+                "{}: the deny-list names {}, which no listed target's header declares",
+                api.as_str(),
+                d.name
+            );
+            assert!(
+                !emitted.contains(&d.name),
+                "{}: {} is deny-listed but has a wrapper",
+                api.as_str(),
+                d.name
+            );
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, bail, ensure};
-use hostcb_generator::allowlist::AllowList;
+use hostcb_generator::allowlist::DenyList;
 use hostcb_generator::emit::{self, GeneratedFile};
 use hostcb_generator::inputs::Inputs;
 use hostcb_generator::model::Api;
@@ -206,7 +206,7 @@ fn regen_into(ws: &Workspace, out: &Path) -> anyhow::Result<Duration> {
 struct Parse {
     headers: HeaderSet,
     api: Api,
-    list: AllowList,
+    list: DenyList,
 }
 
 /// Gathers each target's inputs (cached by the warm-up) and builds the header sets the way
@@ -227,7 +227,7 @@ fn floor_inputs(ws: &Workspace) -> anyhow::Result<Vec<Parse>> {
             parses.push(Parse {
                 headers: headers.clone(),
                 api,
-                list: AllowList::load(&path)?,
+                list: DenyList::load(&path)?,
             });
         }
     }
