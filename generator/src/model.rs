@@ -215,6 +215,14 @@ impl ApiModel {
                 syn::Item::Union(u) => Some(u.ident.to_string()),
                 syn::Item::Type(t) => Some(t.ident.to_string()),
                 syn::Item::Enum(e) => Some(e.ident.to_string()),
+                // bindgen's typedef of a newtype enum: `pub use self::CUctx_flags_enum as CUctx_flags;`
+                syn::Item::Use(u) => match &u.tree {
+                    syn::UseTree::Path(p) => match &*p.tree {
+                        syn::UseTree::Rename(r) => Some(r.rename.to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                },
                 _ => None,
             })
             .collect();
