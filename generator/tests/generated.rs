@@ -343,3 +343,51 @@ fn no_raw_doxygen_survives_in_committed_docs() {
         raw[..raw.len().min(40)].join("\n")
     );
 }
+
+/// Every function the headers mark `__CUDA_DEPRECATED` carries `#[deprecated]` in the committed
+/// files (under its own name or through the alias the header's macro maps it to), and no other
+/// does: read from the header text, not from the libclang scan the generator uses.
+#[test]
+fn the_headers_deprecations_reach_the_committed_wrappers() {
+    let ws = Workspace::locate().expect("the workspace");
+    let re = regex::Regex::new(r"__CUDA_DEPRECATED\b[^;{}#]*?\b(cu\w+)\s*\(").unwrap();
+    for ctk in ws.targets().unwrap() {
+        let inputs = hostcb_generator::inputs::Inputs::gather(ctk, &ws.cache(), None)
+            .expect("the pinned inputs");
+        for (api, header) in [("driver", "cuda.h"), ("runtime", "cuda_runtime_api.h")] {
+            let text =
+                std::fs::read_to_string(inputs.headers.include_dirs[0].join(header)).unwrap();
+            let marked: std::collections::BTreeSet<String> =
+                re.captures_iter(&text).map(|c| c[1].to_owned()).collect();
+            let (_, file) = committed(ctk, api);
+            let mut deprecated = std::collections::BTreeSet::new();
+            let mut alias_of = std::collections::BTreeMap::new();
+            for item in &file.items {
+                match item {
+                    syn::Item::Fn(f) if f.attrs.iter().any(|a| a.path().is_ident("deprecated")) => {
+                        deprecated.insert(f.sig.ident.to_string());
+                    }
+                    syn::Item::Use(u) => {
+                        if let syn::UseTree::Path(p) = &u.tree
+                            && let syn::UseTree::Rename(r) = &*p.tree
+                        {
+                            alias_of.insert(r.rename.to_string(), r.ident.to_string());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let resolve = |n: &String| alias_of.get(n).cloned().unwrap_or_else(|| n.clone());
+            let expected: std::collections::BTreeSet<String> = marked.iter().map(resolve).collect();
+            assert_eq!(
+                deprecated, expected,
+                "CTK {ctk} {api}: #[deprecated] wrappers against {header}'s __CUDA_DEPRECATED"
+            );
+            assert!(
+                !expected.is_empty(),
+                "CTK {ctk} {api}: the oracle found nothing"
+            );
+            eprintln!("CTK {ctk} {api}: {} deprecated", expected.len());
+        }
+    }
+}
