@@ -723,7 +723,19 @@ fn inline(text: &str, links: &Links) -> String {
                 }
             }
             '\\' => {
-                // Doxygen's escapes of one character (`\<`, `\&`, `\\`, `\::`).
+                // Doxygen's escapes of one character (`\<`, `\&`, `\\`, `\::`); an escaped
+                // backslash before letters is a C escape in prose (`\\n`): code, `\n`.
+                if chars.get(i + 1) == Some(&'\\')
+                    && chars.get(i + 2).is_some_and(|c| c.is_ascii_alphabetic())
+                {
+                    let letters: String = chars[i + 2..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_alphanumeric())
+                        .collect();
+                    i += 2 + letters.chars().count();
+                    out.push_str(&code(&format!("\\{letters}")));
+                    continue;
+                }
                 match chars.get(i + 1) {
                     Some(&n) if !n.is_whitespace() => {
                         out.push_str(&escape(&n.to_string()));
@@ -972,6 +984,12 @@ fn reference(chars: &[char], mut i: usize, links: &Links) -> (String, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_escaped_backslash_before_letters_is_a_c_escape_in_code() {
+        let md = to_markdown("\\brief Ends with a newline \\\\n only.", &Links::default());
+        assert_eq!(md, ["Ends with a newline `\\n` only."]);
+    }
 
     #[test]
     fn a_deprecation_note_is_the_deprecated_paragraph_or_names_the_header() {
