@@ -305,6 +305,7 @@ fn doc_comments(file: &syn::File) -> Vec<String> {
 #[test]
 fn no_raw_doxygen_survives_in_committed_docs() {
     let command = regex::Regex::new(r"\\[A-Za-z]").unwrap();
+    let code_span = regex::Regex::new(r"`[^`]*`").unwrap();
     let mut raw = Vec::new();
     let mut seen = 0;
     for ctk in Workspace::locate().unwrap().targets().unwrap() {
@@ -321,6 +322,8 @@ fn no_raw_doxygen_survives_in_committed_docs() {
                     if fenced {
                         continue;
                     }
+                    // Inline code (`\n`) is C, not Doxygen.
+                    let line = &code_span.replace_all(line, "``");
                     let bad = [
                         "\\param", "\\return", "\\brief", "\\note", "\\sa", "\\p ", "<li>", "\\<",
                         "<ul>",
