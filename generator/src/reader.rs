@@ -1,5 +1,8 @@
-//! The reader: runs bindgen over a target's headers with the allow-lists, records the header's
-//! alias macros, and turns bindgen's output (parsed with syn) into the [`model`](crate::model).
+//! The reader: runs bindgen over a target's headers, binding every declaration of the API's
+//! headers less the deny-list, records the header's alias macros, reads what bindgen does not
+//! pass on through libclang itself (`reader/scan.rs`: deprecations, the fields of every record, the
+//! macros), repairs and checks bindgen's output against it (`reader/fixup.rs`), and turns the result
+//! (parsed with syn) into the [`model`](crate::model).
 //!
 //! The driver header is read together with `cudaTypedefs.h`, whose `PFN_<base>_v<version>`
 //! typedefs give each declaration's ABI version. The runtime header is read with
