@@ -12,6 +12,7 @@
     unused_imports,
     clippy::missing_safety_doc,
     clippy::too_many_arguments,
+    clippy::type_complexity,
     clippy::useless_transmute,
     clippy::unnecessary_cast,
     clippy::ptr_offset_with_cast

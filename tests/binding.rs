@@ -1,7 +1,7 @@
 //! The CUDA operations the scenarios need, as one trait that every target × API implements
 //! (see [`crate::bindings`]), so each scenario is written once.
 
-use std::ffi::c_void;
+use std::ffi::{CStr, c_void};
 
 use cuda_hostcb::Error;
 
@@ -54,7 +54,50 @@ handles! {
     RawEvent;
     /// A user object (`CUuserObject`, `cudaUserObject_t`).
     RawUserObject;
+    /// Loaded device code (`CUmodule`, `cudaLibrary_t`).
+    RawModule;
+    /// A kernel of loaded device code (`CUfunction`, `cudaKernel_t`).
+    RawKernel;
 }
+
+/// The grid and block of a kernel launch (no dynamic shared memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Blocks in x, y, z.
+    pub grid: [u32; 3],
+    /// Threads per block in x, y, z.
+    pub block: [u32; 3],
+}
+
+/// How one binding loads a kernel from PTX and launches it, as plain function pointers, so
+/// that a binding whose API cannot (a runtime that declares no `cudaLibraryLoadData`) offers
+/// none and says why ([`Binding::kernels`]).
+///
+/// Every function is `unsafe`: handles must be live and belong to the current context, and
+/// `params` must point at one pointer per kernel parameter, each at a value of the parameter's
+/// type, for the duration of the call.
+#[derive(Debug, Clone, Copy)]
+pub struct Kernels {
+    /// Loads a NUL-terminated PTX image (`cuModuleLoadData`, `cudaLibraryLoadData`).
+    pub load: unsafe fn(image: &CStr) -> Result<RawModule, Error>,
+    /// Finds a kernel by name (`cuModuleGetFunction`, `cudaLibraryGetKernel`).
+    pub kernel: unsafe fn(module: RawModule, name: &CStr) -> Result<RawKernel, Error>,
+    /// Unloads the code (`cuModuleUnload`, `cudaLibraryUnload`).
+    pub unload: unsafe fn(module: RawModule) -> Result<(), Error>,
+    /// Launches on a stream (`cuLaunchKernel`, `cudaLaunchKernel`).
+    pub launch: LaunchKernel,
+    /// Adds a kernel node after every node of `deps` (`cuGraphAddKernelNode`,
+    /// `cudaGraphAddKernelNode`); the parameter values are copied into the node.
+    pub add_node: AddKernelNode,
+}
+
+/// [`Kernels::launch`]: `(kernel, shape, params, stream)`.
+pub type LaunchKernel =
+    unsafe fn(RawKernel, Shape, *mut *mut c_void, RawStream) -> Result<(), Error>;
+
+/// [`Kernels::add_node`]: `(graph, deps, kernel, shape, params)`, the new node.
+pub type AddKernelNode =
+    unsafe fn(RawGraph, &[RawNode], RawKernel, Shape, *mut *mut c_void) -> Result<RawNode, Error>;
 
 /// A device address (`CUdeviceptr`, or a runtime `void *` on the device); never dereferenced
 /// on the host.
@@ -295,6 +338,9 @@ pub trait Binding: 'static {
     /// # Safety
     /// `event` must be live.
     unsafe fn event_is_complete(event: RawEvent) -> Result<bool, Error>;
+
+    /// This binding's kernel loading and launches, or why its API of its target has none.
+    fn kernels() -> Result<Kernels, String>;
 }
 
 /// The 13.1 host-function launch with a sync mode, declared only by the 13.5 target.

@@ -361,13 +361,100 @@ macro_rules! driver_binding {
                 // SAFETY: the caller's handle.
                 completion(unsafe { cu::cuEventQuery(event.0.cast()) })
             }
+
+            fn kernels() -> Result<Kernels, String> {
+                unsafe fn load(image: &CStr) -> Result<RawModule, Error> {
+                    let mut m = ptr::null_mut();
+                    // SAFETY: a NUL-terminated image; `m` is valid for writes.
+                    unsafe { cu::cuModuleLoadData(&mut m, image.as_ptr().cast()) }?;
+                    Ok(RawModule(m.cast()))
+                }
+                unsafe fn kernel(module: RawModule, name: &CStr) -> Result<RawKernel, Error> {
+                    let mut f = ptr::null_mut();
+                    // SAFETY: the caller's module; `f` is valid for writes.
+                    unsafe { cu::cuModuleGetFunction(&mut f, module.0.cast(), name.as_ptr()) }?;
+                    Ok(RawKernel(f.cast()))
+                }
+                unsafe fn unload(module: RawModule) -> Result<(), Error> {
+                    // SAFETY: the caller's module.
+                    unsafe { cu::cuModuleUnload(module.0.cast()) }
+                }
+                unsafe fn launch(
+                    kernel: RawKernel,
+                    shape: Shape,
+                    params: *mut *mut c_void,
+                    stream: RawStream,
+                ) -> Result<(), Error> {
+                    let ([gx, gy, gz], [bx, by, bz]) = (shape.grid, shape.block);
+                    // SAFETY: the caller's handles and parameters.
+                    unsafe {
+                        cu::cuLaunchKernel(
+                            kernel.0.cast(),
+                            gx,
+                            gy,
+                            gz,
+                            bx,
+                            by,
+                            bz,
+                            0,
+                            stream.0.cast(),
+                            params,
+                            ptr::null_mut(),
+                        )
+                    }
+                }
+                unsafe fn add_node(
+                    graph: RawGraph,
+                    deps: &[RawNode],
+                    kernel: RawKernel,
+                    shape: Shape,
+                    params: *mut *mut c_void,
+                ) -> Result<RawNode, Error> {
+                    let node_params = cu::CUDA_KERNEL_NODE_PARAMS {
+                        func: kernel.0.cast(),
+                        gridDimX: shape.grid[0],
+                        gridDimY: shape.grid[1],
+                        gridDimZ: shape.grid[2],
+                        blockDimX: shape.block[0],
+                        blockDimY: shape.block[1],
+                        blockDimZ: shape.block[2],
+                        kernelParams: params,
+                        ..Default::default()
+                    };
+                    let dep_ptr: *const cu::CUgraphNode = if deps.is_empty() {
+                        ptr::null()
+                    } else {
+                        deps.as_ptr().cast()
+                    };
+                    let mut n = ptr::null_mut();
+                    // SAFETY: the caller's handles; the parameters are copied into the node.
+                    unsafe {
+                        cu::cuGraphAddKernelNode(
+                            &mut n,
+                            graph.0.cast(),
+                            dep_ptr,
+                            deps.len(),
+                            &node_params,
+                        )
+                    }?;
+                    Ok(RawNode(n.cast()))
+                }
+                Ok(Kernels {
+                    load,
+                    kernel,
+                    unload,
+                    launch,
+                    add_node,
+                })
+            }
         }
     };
 }
 
-/// The runtime API of the target module `$target`, whose runtime has major version `$major`.
+/// The runtime API of the target module `$target`, whose runtime has major version `$major`
+/// and the target the capabilities `[$capability ...]`.
 macro_rules! runtime_binding {
-    ($target:ident, $major:literal) => {
+    ($target:ident, $major:literal, [$($capability:ident)*]) => {
         use cuda_hostcb::$target::runtime as rt;
 
         /// This target's runtime API.
@@ -685,7 +772,97 @@ macro_rules! runtime_binding {
                 // SAFETY: the caller's handle.
                 completion(unsafe { rt::cudaEventQuery(event.0.cast()) })
             }
+
+            fn kernels() -> Result<Kernels, String> {
+                runtime_kernels!($target, [$($capability)*])
+            }
         }
+    };
+}
+
+/// The runtime's kernel loading and launches (`cudaLibraryLoadData`, `cudaLibraryGetKernel`,
+/// `cudaLaunchKernel`, `cudaGraphAddKernelNode`; both launches take a `cudaKernel_t` as their
+/// function), where the target has the `runtime_library` capability; else why not.
+macro_rules! runtime_kernels {
+    ($target:ident, []) => {
+        Err(format!(
+            "the {} runtime declares no cudaLibraryLoadData, cudaLibraryGetKernel and \
+             cudaLibraryUnload, so it cannot load PTX (its driver API can)",
+            stringify!($target)
+        ))
+    };
+    ($target:ident, [runtime_library $($rest:ident)*]) => {{
+        unsafe fn load(image: &CStr) -> Result<RawModule, Error> {
+            let mut l = ptr::null_mut();
+            let (code, none) = (image.as_ptr().cast(), ptr::null_mut());
+            // SAFETY: a NUL-terminated image, no options; `l` is valid for writes.
+            unsafe {
+                rt::cudaLibraryLoadData(&mut l, code, ptr::null_mut(), none, 0, ptr::null_mut(), none, 0)
+            }?;
+            Ok(RawModule(l.cast()))
+        }
+        unsafe fn kernel(module: RawModule, name: &CStr) -> Result<RawKernel, Error> {
+            let mut k = ptr::null_mut();
+            // SAFETY: the caller's library; `k` is valid for writes.
+            unsafe { rt::cudaLibraryGetKernel(&mut k, module.0.cast(), name.as_ptr()) }?;
+            Ok(RawKernel(k.cast()))
+        }
+        unsafe fn unload(module: RawModule) -> Result<(), Error> {
+            // SAFETY: the caller's library.
+            unsafe { rt::cudaLibraryUnload(module.0.cast()) }
+        }
+        fn dim([x, y, z]: [u32; 3]) -> rt::dim3 {
+            rt::dim3 { x, y, z }
+        }
+        unsafe fn launch(
+            kernel: RawKernel,
+            shape: Shape,
+            params: *mut *mut c_void,
+            stream: RawStream,
+        ) -> Result<(), Error> {
+            let (grid, block) = (dim(shape.grid), dim(shape.block));
+            // SAFETY: the caller's handles and parameters; a `cudaKernel_t` stands for the
+            // function, as the header allows.
+            unsafe {
+                rt::cudaLaunchKernel(kernel.0.cast_const(), grid, block, params, 0, stream.0.cast())
+            }
+        }
+        unsafe fn add_node(
+            graph: RawGraph,
+            deps: &[RawNode],
+            kernel: RawKernel,
+            shape: Shape,
+            params: *mut *mut c_void,
+        ) -> Result<RawNode, Error> {
+            let node_params = rt::cudaKernelNodeParams {
+                func: kernel.0,
+                gridDim: dim(shape.grid),
+                blockDim: dim(shape.block),
+                kernelParams: params,
+                ..Default::default()
+            };
+            let dep_ptr: *const rt::cudaGraphNode_t = if deps.is_empty() {
+                ptr::null()
+            } else {
+                deps.as_ptr().cast()
+            };
+            let mut n = ptr::null_mut();
+            // SAFETY: the caller's handles; the parameters are copied into the node.
+            unsafe {
+                rt::cudaGraphAddKernelNode(&mut n, graph.0.cast(), dep_ptr, deps.len(), &node_params)
+            }?;
+            Ok(RawNode(n.cast()))
+        }
+        Ok(Kernels {
+            load,
+            kernel,
+            unload,
+            launch,
+            add_node,
+        })
+    }};
+    ($target:ident, [$other:ident $($rest:ident)*]) => {
+        runtime_kernels!($target, [$($rest)*])
     };
 }
 
@@ -749,15 +926,15 @@ macro_rules! runtime_v2 {
 
 /// What every target module's bindings refer to.
 mod prelude {
-    pub(super) use std::ffi::{c_int, c_void};
+    pub(super) use std::ffi::{CStr, c_int, c_void};
     pub(super) use std::ptr;
 
     pub(super) use cuda_hostcb::Error;
 
     pub(super) use super::{completion, ordinal, record_callback, unsigned};
     pub(super) use crate::binding::{
-        Api, Binding, DevicePtr, HostFn, HostFuncV2, RawContext, RawEvent, RawExec, RawGraph,
-        RawNode, RawStream, RawUserObject,
+        Api, Binding, DevicePtr, HostFn, HostFuncV2, Kernels, RawContext, RawEvent, RawExec,
+        RawGraph, RawKernel, RawModule, RawNode, RawStream, RawUserObject, Shape,
     };
 }
 
@@ -769,7 +946,7 @@ macro_rules! target_bindings {
         pub mod $target {
             use super::prelude::*;
             driver_binding!($target);
-            runtime_binding!($target, $major);
+            runtime_binding!($target, $major, [$($capability)*]);
             $(capability!($capability);)*
         }
     };
@@ -782,7 +959,8 @@ macro_rules! capability {
         driver_v2!();
         runtime_v2!();
     };
-    // The tests use the capture API every target declares.
+    // The tests use the capture API every target declares; `runtime_library` is read by
+    // `runtime_kernels!`.
     ($other:ident) => {};
 }
 

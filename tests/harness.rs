@@ -12,8 +12,8 @@ use crate::check::{Failure, Ran, WRONG_EXPECTATIONS_ENV, wrong_expectations};
 use crate::probe::{Gate, Probe};
 use crate::resources::take_cleanup_errors;
 use crate::scenarios::{
-    canary, devices, host_func_v2, host_nodes, ordering, replay, stream_callbacks, user_data,
-    user_objects,
+    canary, devices, host_func_v2, host_nodes, kernels, ordering, replay, stream_callbacks,
+    user_data, user_objects,
 };
 
 /// A scenario's trial body.
@@ -54,6 +54,8 @@ pub fn common<B: Binding>() -> Vec<Scenario> {
         scenario("order_copy_visible", ordering::copy_visible::<B>),
         scenario("order_later_work_waits", ordering::later_work_waits::<B>),
         scenario("canary_replay_wrong_binding", canary::run::<B>),
+        scenario("kernel_stream_then_host_fn", kernels::stream::<B>),
+        scenario("kernel_node_then_host_node", kernels::node::<B>),
     ]
 }
 
@@ -239,7 +241,7 @@ mod tests {
     }
 
     /// Trials per binding (target and API) that every target has, and that `host_func_v2` adds.
-    const COMMON_TRIALS: usize = 10;
+    const COMMON_TRIALS: usize = 12;
 
     fn expected_trials() -> usize {
         targets()

@@ -239,6 +239,11 @@ impl<B: Binding> Graph<B> {
             .map(Self::from_raw)
     }
 
+    /// The graph's handle, for nodes this module has no method for (it stays owned here).
+    pub fn raw(&self) -> RawGraph {
+        self.raw
+    }
+
     /// Instantiates an executable graph.
     pub fn instantiate(&self) -> Result<Exec<B>, Failure> {
         // SAFETY: the graph is live.
@@ -357,6 +362,11 @@ impl<B: Binding> DeviceBuffer<B> {
             len,
             _binding: PhantomData,
         })
+    }
+
+    /// The device address of the memory (it stays owned here).
+    pub fn ptr(&self) -> DevicePtr {
+        self.ptr
     }
 }
 

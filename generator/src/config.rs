@@ -1,12 +1,12 @@
 //! The one configuration of a generation: everything checked in that it reads (the lock, the
-//! target list, the allow-lists, the templates), where it caches inputs, which libclang it
+//! target list, the deny-lists, the templates), where it caches inputs, which libclang it
 //! loads, and where the generated crate lies. The caller (the xtask, a test) loads it once and
 //! passes it down; nothing below it looks for a workspace or reads the environment.
 
 use std::path::{Path, PathBuf};
 
 use crate::Ctk;
-use crate::allowlist::{AllowList, AllowListError};
+use crate::allowlist::{DenyList, DenyListError};
 use crate::inputs::{InputConfig, InputError, LOCK_PATH, Lock};
 use crate::target::{TargetList, TargetListError};
 use crate::writer::{TemplateError, Templates};
@@ -48,10 +48,10 @@ pub struct Config {
     pub targets: Vec<Ctk>,
     /// The pinned inputs, the input cache and the libclang choice.
     pub inputs: InputConfig,
-    /// The driver API's allow-list.
-    pub driver_list: AllowList,
-    /// The runtime API's allow-list.
-    pub runtime_list: AllowList,
+    /// The driver API's deny-list.
+    pub driver_list: DenyList,
+    /// The runtime API's deny-list.
+    pub runtime_list: DenyList,
     /// The wrapper templates.
     pub templates: Templates,
     /// The generated crate's folder, where regen writes and check compares (`generated/`, or
@@ -68,9 +68,9 @@ pub enum ConfigError {
     /// The lock.
     #[error(transparent)]
     Lock(#[from] InputError),
-    /// An allow-list.
+    /// A deny-list.
     #[error(transparent)]
-    AllowList(#[from] AllowListError),
+    DenyList(#[from] DenyListError),
     /// The templates.
     #[error(transparent)]
     Template(#[from] TemplateError),
@@ -92,8 +92,8 @@ impl Config {
                 cache,
                 libclang_path: env.libclang_path.clone(),
             },
-            driver_list: AllowList::load(&root.join("generator/allowlist/driver.txt"))?,
-            runtime_list: AllowList::load(&root.join("generator/allowlist/runtime.txt"))?,
+            driver_list: DenyList::load(&root.join("generator/allowlist/driver.txt"))?,
+            runtime_list: DenyList::load(&root.join("generator/allowlist/runtime.txt"))?,
             templates: Templates::load(&root.join("templates"))?,
             out: root.join("generated"),
         })

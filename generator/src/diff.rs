@@ -21,6 +21,9 @@ pub struct ModelDiff {
     pub to: Ctk,
     /// The differences, sorted by API, section and line.
     pub differences: Vec<Difference>,
+    /// What each side binds against what its headers declare, per API
+    /// ([`crate::model::ApiModel::coverage`]); printed last.
+    pub coverage: Vec<(Ctk, Api, crate::model::Coverage)>,
 }
 
 /// One difference.
@@ -241,10 +244,15 @@ pub fn diff(from: &Model, to: &Model) -> ModelDiff {
     }
     differences.sort_by_cached_key(|d| (d.api, d.section, d.to_string()));
     differences.dedup();
+    let coverage = [from, to]
+        .iter()
+        .flat_map(|m| [Api::Driver, Api::Runtime].map(|api| (m.ctk, api, m.api(api).coverage())))
+        .collect();
     ModelDiff {
         from: from.ctk,
         to: to.ctk,
         differences,
+        coverage,
     }
 }
 
@@ -862,6 +870,10 @@ impl fmt::Display for ModelDiff {
                 writeln!(f, "{d}")?;
             }
             at += count;
+        }
+        writeln!(f, "## coverage: bound / declared by the headers")?;
+        for (ctk, api, coverage) in &self.coverage {
+            writeln!(f, "CTK {ctk} {}: {coverage}", api.as_str())?;
         }
         Ok(())
     }

@@ -136,6 +136,42 @@ pub fn to_markdown(doxygen: &str, links: &Links) -> Vec<String> {
     out.lines
 }
 
+/// The note of the `#[deprecated]` of a declaration that the header marks deprecated
+/// (`__CUDA_DEPRECATED`, which carries no message): the text of its Doxygen `\deprecated`
+/// paragraph, or of the paragraph right after an empty one (`\deprecated` on a line of its own,
+/// as `cuda.h` writes it), on one line; where the comment says no more than `\deprecated` (most
+/// do: the attribute itself carries no message), a sentence naming the header that marks it.
+pub fn deprecation_note(doxygen: &[String], header: &str) -> String {
+    let parsed = parse(&doxygen.join("\n"));
+    let links = Links::default();
+    let mut blocks = parsed.body.iter();
+    let mut text = Vec::new();
+    while let Some(block) = blocks.next() {
+        if let Block::Labeled("Deprecated", lines) = block {
+            text = flow(lines, &links);
+            // The paragraph after an empty `\deprecated`, if it speaks of the deprecation.
+            if text.iter().all(|l| l.trim().is_empty())
+                && let Some(Block::Text(next)) = blocks.next()
+                && next.iter().any(|l| l.to_lowercase().contains("deprecat"))
+            {
+                text = flow(next, &links);
+            }
+            break;
+        }
+    }
+    let note = text
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if note.is_empty() {
+        format!("{header} marks this function deprecated (`__CUDA_DEPRECATED`)")
+    } else {
+        note
+    }
+}
+
 /// Markdown lines with blank lines between paragraphs.
 #[derive(Default)]
 struct Out {
@@ -687,7 +723,19 @@ fn inline(text: &str, links: &Links) -> String {
                 }
             }
             '\\' => {
-                // Doxygen's escapes of one character (`\<`, `\&`, `\\`, `\::`).
+                // Doxygen's escapes of one character (`\<`, `\&`, `\\`, `\::`); an escaped
+                // backslash before letters is a C escape in prose (`\\n`): code, `\n`.
+                if chars.get(i + 1) == Some(&'\\')
+                    && chars.get(i + 2).is_some_and(|c| c.is_ascii_alphabetic())
+                {
+                    let letters: String = chars[i + 2..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_alphanumeric())
+                        .collect();
+                    i += 2 + letters.chars().count();
+                    out.push_str(&code(&format!("\\{letters}")));
+                    continue;
+                }
                 match chars.get(i + 1) {
                     Some(&n) if !n.is_whitespace() => {
                         out.push_str(&escape(&n.to_string()));
@@ -936,6 +984,43 @@ fn reference(chars: &[char], mut i: usize, links: &Links) -> (String, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_escaped_backslash_before_letters_is_a_c_escape_in_code() {
+        let md = to_markdown("\\brief Ends with a newline \\\\n only.", &Links::default());
+        assert_eq!(md, ["Ends with a newline `\\n` only."]);
+    }
+
+    #[test]
+    fn a_deprecation_note_is_the_deprecated_paragraph_or_names_the_header() {
+        let lines = |t: &str| t.lines().map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(
+            deprecation_note(
+                &lines(
+                    "\\brief Attach\n\n\\deprecated\n\nNote that this function is deprecated and should not be used.\n\nMore."
+                ),
+                "cuda.h"
+            ),
+            "Note that this function is deprecated and should not be used."
+        );
+        assert_eq!(
+            deprecation_note(
+                &lines(
+                    "\\brief X\n\n\\deprecated This was deprecated as of CUDA 5.0 and\nreplaced by ::cuY()."
+                ),
+                "cuda.h"
+            ),
+            "This was deprecated as of CUDA 5.0 and replaced by `cuY()`."
+        );
+        // A bare `\deprecated` followed by the function's description says nothing of it.
+        assert_eq!(
+            deprecation_note(
+                &lines("\\brief X\n\n\\deprecated\n\nReturns the bank size."),
+                "cuda_runtime_api.h"
+            ),
+            "cuda_runtime_api.h marks this function deprecated (`__CUDA_DEPRECATED`)"
+        );
+    }
 
     fn links(functions: &[&str], items: &[&str]) -> Links {
         let mut links = Links::default();

@@ -237,9 +237,30 @@ fn is_bindgen_field(name: &str) -> bool {
         || numbered(name, "_bitfield_align_")
 }
 
-/// A type bindgen made up for an anonymous struct or union inside another.
-fn is_anonymous_type(name: &str) -> bool {
+/// A type made up for an anonymous struct or union inside another, which C cannot name: bindgen's
+/// `P__bindgen_ty_N`, or the name the reader gives it from its place, `P_<field>` for the type of
+/// the field `<field>` of `P` (`P_anon` for a C11 anonymous member, see `reader/fixup.rs`).
+fn is_anonymous_type(name: &str, defs: &Defs) -> bool {
     name.contains("__bindgen_ty_")
+        || defs.iter().any(|(parent, (_, fields))| {
+            fields.iter().any(|(field, ty)| {
+                name.strip_prefix(parent.as_str())
+                    .and_then(|rest| rest.strip_prefix('_'))
+                    == Some(field.as_str())
+                    && [Some(ty), array_element(ty)]
+                        .into_iter()
+                        .flatten()
+                        .any(|t| path_ident(t).as_deref() == Some(name))
+            })
+        })
+}
+
+/// Whether the field `name` of `owner`, of type `ty`, is a C11 anonymous member: bindgen's
+/// `__bindgen_anon_N`, or the reader's `anon` / `anonN` of the type `<owner>_anon..`.
+fn is_anonymous_member(owner: &str, name: &str, ty: &syn::Type) -> bool {
+    numbered(name, "__bindgen_anon_")
+        || ((name == "anon" || numbered(name, "anon"))
+            && path_ident(ty).as_deref() == Some(&format!("{owner}_{name}")))
 }
 
 /// The last identifier of a plain type path (`CUcontext`, `__IncompleteArrayField<u8>`).
@@ -287,7 +308,7 @@ fn plan(defs: &Defs, tags: &BTreeSet<(String, String)>) -> Plan {
         if name.starts_with("__Bindgen") || name.starts_with("_bindgen_ty_") {
             continue; // bindgen's helpers; anonymous enums have no type to check.
         }
-        if is_anonymous_type(name) {
+        if is_anonymous_type(name, defs) {
             continue; // reached from its parent
         }
         if fields.len() == 1 && fields[0].0 == "_unused" {
@@ -354,7 +375,7 @@ fn walk(
         }
         let mut rust_path = rust.to_vec();
         rust_path.push(name.clone());
-        let anonymous_member = numbered(name, "__bindgen_anon_");
+        let anonymous_member = is_anonymous_member(owner, name, ty);
         let c_path = match (anonymous_member, c.is_empty()) {
             (true, _) => c.to_owned(),
             (false, true) => c_field(name).to_owned(),
@@ -368,14 +389,14 @@ fn walk(
             });
         }
         if let Some(element) = array_element(ty)
-            && let Some(inner) = path_ident(element).filter(|n| is_anonymous_type(n))
+            && let Some(inner) = path_ident(element).filter(|n| is_anonymous_type(n, defs))
         {
             plan.skipped.push(format!(
                 "the fields of `{inner}`, the anonymous element type of `{owner}::{name}` (Rust's `offset_of!` takes no index; the array is checked as a field)"
             ));
             continue;
         }
-        let Some(inner) = path_ident(ty).filter(|n| is_anonymous_type(n)) else {
+        let Some(inner) = path_ident(ty).filter(|n| is_anonymous_type(n, defs)) else {
             continue;
         };
         let Some((kind, inner_fields)) = defs.get(&inner) else {
@@ -709,6 +730,7 @@ mod tests {
                 name: "t".to_owned(),
                 items,
             }],
+            declared: Default::default(),
         };
         Model {
             ctk: Ctk::new(13, 0),

@@ -46,6 +46,59 @@ pub struct ApiModel {
     pub functions: Vec<Function>,
     /// The types, constants and their associated items, sorted by name.
     pub types: Vec<TypeDef>,
+    /// What the API's headers declare, read through libclang ([`Declared`]), to count against
+    /// what the model holds.
+    pub declared: Declared,
+}
+
+/// What one API's headers declare, independent of bindgen: every function of the function
+/// header (`cuda.h`, `cuda_runtime_api.h`) outside its internal blocks, and every named type of
+/// the bound headers (with `driver_types.h` for the runtime).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Declared {
+    /// The header the functions come from.
+    pub header: String,
+    /// The headers the types come from.
+    pub type_headers: Vec<String>,
+    /// Every declared function (its declared name, after the header's renaming macros).
+    pub functions: BTreeSet<String>,
+    /// Every named type.
+    pub types: BTreeSet<String>,
+    /// The declared functions the deny-list leaves out.
+    pub denied: BTreeSet<String>,
+}
+
+/// Functions and types an API of a target binds, against what its headers declare.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Coverage {
+    /// Functions the header declares.
+    pub functions_declared: usize,
+    /// Of those, the ones with a wrapper.
+    pub functions_bound: usize,
+    /// Of those, the ones the deny-list leaves out.
+    pub functions_denied: usize,
+    /// Named types the headers declare.
+    pub types_declared: usize,
+    /// Of those, the ones the bindings define.
+    pub types_bound: usize,
+    /// Types the bindings define besides (reached from other headers, or named by the
+    /// generator for anonymous members).
+    pub types_reached: usize,
+}
+
+impl std::fmt::Display for Coverage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "functions {}/{} ({} denied), types {}/{} (+{} reached)",
+            self.functions_bound,
+            self.functions_declared,
+            self.functions_denied,
+            self.types_bound,
+            self.types_declared,
+            self.types_reached
+        )
+    }
 }
 
 /// One declared function.
@@ -71,6 +124,9 @@ pub struct Function {
     /// The header's doc comment (Doxygen, as bindgen hands it over), one entry per line; the
     /// writer turns it into Markdown ([`crate::doc`]).
     pub doc: Vec<String>,
+    /// The note of `#[deprecated]`, where the header marks the declaration deprecated
+    /// (`__CUDA_DEPRECATED`): the text of its `\deprecated` paragraph, or a plain sentence.
+    pub deprecated: Option<String>,
 }
 
 /// A function's variant under per-thread default stream semantics (nvcc's
@@ -138,6 +194,57 @@ impl Model {
 }
 
 impl ApiModel {
+    /// Functions and types bound against what the headers declare.
+    pub fn coverage(&self) -> Coverage {
+        let bound: BTreeSet<&str> = self
+            .functions
+            .iter()
+            .flat_map(|f| {
+                // A runtime wrapper is named after the legacy symbol; the header declared the
+                // per-thread one.
+                std::iter::once(f.name.as_str())
+                    .chain(f.per_thread.as_ref().map(|p| p.symbol.as_str()))
+            })
+            .collect();
+        let defined: BTreeSet<String> = self
+            .types
+            .iter()
+            .flat_map(|t| &t.items)
+            .filter_map(|i| match i {
+                syn::Item::Struct(s) => Some(s.ident.to_string()),
+                syn::Item::Union(u) => Some(u.ident.to_string()),
+                syn::Item::Type(t) => Some(t.ident.to_string()),
+                syn::Item::Enum(e) => Some(e.ident.to_string()),
+                // bindgen's typedef of a newtype enum: `pub use self::CUctx_flags_enum as CUctx_flags;`
+                syn::Item::Use(u) => match &u.tree {
+                    syn::UseTree::Path(p) => match &*p.tree {
+                        syn::UseTree::Rename(r) => Some(r.rename.to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        let types_bound = defined
+            .iter()
+            .filter(|t| self.declared.types.contains(*t))
+            .count();
+        Coverage {
+            functions_declared: self.declared.functions.len(),
+            functions_bound: self
+                .declared
+                .functions
+                .iter()
+                .filter(|f| bound.contains(f.as_str()))
+                .count(),
+            functions_denied: self.declared.denied.len(),
+            types_declared: self.declared.types.len(),
+            types_bound,
+            types_reached: defined.len() - types_bound,
+        }
+    }
+
     /// The names of this API's types that carry a host function ([`host_function_types`]).
     pub fn host_function_types(&self) -> BTreeSet<String> {
         host_function_types(self.types.iter().flat_map(|t| &t.items))

@@ -1,5 +1,8 @@
-//! The reader: runs bindgen over a target's headers with the allow-lists, records the header's
-//! alias macros, and turns bindgen's output (parsed with syn) into the [`model`](crate::model).
+//! The reader: runs bindgen over a target's headers, binding every declaration of the API's
+//! headers less the deny-list, records the header's alias macros, reads what bindgen does not
+//! pass on through libclang itself (`reader/scan.rs`: deprecations, the fields of every record, the
+//! macros), repairs and checks bindgen's output against it (`reader/fixup.rs`), and turns the result
+//! (parsed with syn) into the [`model`](crate::model).
 //!
 //! The driver header is read together with `cudaTypedefs.h`, whose `PFN_<base>_v<version>`
 //! typedefs give each declaration's ABI version. The runtime header is read with
@@ -14,8 +17,11 @@ use std::sync::{Arc, Mutex};
 use quote::ToTokens;
 
 use crate::Ctk;
-use crate::allowlist::AllowList;
-use crate::model::{Api, ApiModel, Function, Model, Param, PerThreadVariant, TypeDef};
+use crate::allowlist::DenyList;
+use crate::model::{Api, ApiModel, Declared, Function, Model, Param, PerThreadVariant, TypeDef};
+
+mod fixup;
+mod scan;
 
 /// What bindgen needs to find the headers.
 #[derive(Clone, Debug)]
@@ -48,7 +54,7 @@ pub enum ReadError {
     Syntax(syn::Error, &'static str),
     /// No `PFN_` typedef in cudaTypedefs.h matches a declaration, so its ABI version is unknown.
     #[error(
-        "{function}: no PFN_{base}_v<version> typedef in cudaTypedefs.h matches its signature; the headers are inconsistent or the allow-list names a function cudaTypedefs.h does not cover"
+        "{function}: no PFN_{base}_v<version> typedef in cudaTypedefs.h matches its signature, so its ABI version is unknown; the headers are inconsistent (or, if cudaTypedefs.h does not cover it, add `{function}: <reason>` to generator/allowlist/driver.txt)"
     )]
     NoAbiVersion {
         /// The declaration.
@@ -56,11 +62,26 @@ pub enum ReadError {
         /// The base name searched.
         base: String,
     },
+    /// bindgen's output lacks what the header declares (a field, a member), or a name the
+    /// generator gives an anonymous type is taken.
+    #[error(
+        "bindgen mistranslates the {api} headers of CTK {ctk}: {problems}; teach generator/src/reader/fixup.rs the construct (nothing was written)"
+    )]
+    Mistranslated {
+        /// Which API's headers.
+        api: &'static str,
+        /// The target.
+        ctk: Ctk,
+        /// Every problem, joined with `; `.
+        problems: String,
+    },
     /// A function that does not return the API's status type, which the templates expect.
     #[error(
-        "{function} returns {ret}, not {status}; the wrapper templates only cover functions that return {status}: remove it from the allow-list"
+        "{function} returns {ret}, not {status}; the wrapper templates only cover functions that return {status}: add `{function}: <reason>` to the deny-list generator/allowlist/{api}.txt"
     )]
     UnsupportedReturn {
+        /// `driver` or `runtime`.
+        api: &'static str,
         /// The declaration.
         function: String,
         /// What it returns.
@@ -73,8 +94,8 @@ pub enum ReadError {
 /// Reads both APIs of one target into a model.
 pub fn read(
     headers: &HeaderSet,
-    driver: &AllowList,
-    runtime: &AllowList,
+    driver: &DenyList,
+    runtime: &DenyList,
 ) -> Result<Model, ReadError> {
     let driver = read_api(headers, Api::Driver, driver, None)?;
     let runtime = read_api(headers, Api::Runtime, runtime, Some(&driver))?;
@@ -87,7 +108,7 @@ pub fn read(
 
 /// Runs bindgen once, as the reader does, and returns its output text. Used to measure the
 /// floor of generation time (one bare parse) next to a full regen.
-pub fn bare_parse(headers: &HeaderSet, api: Api, list: &AllowList) -> Result<String, ReadError> {
+pub fn bare_parse(headers: &HeaderSet, api: Api, list: &DenyList) -> Result<String, ReadError> {
     let (builder, _) = builder(headers, api, list);
     run_bindgen(builder, headers.ctk, api)
 }
@@ -113,25 +134,51 @@ impl bindgen::callbacks::ParseCallbacks for Callbacks {
     }
 }
 
-fn builder(headers: &HeaderSet, api: Api, list: &AllowList) -> (bindgen::Builder, Macros) {
-    let macros = Macros::default();
-    let (contents, extra): (&str, &[&str]) = match api {
+/// The headers whose declarations an API binds: every function, type and constant declared in
+/// them (and every type those reach, from whatever header declares it).
+fn bound_files(api: Api) -> &'static [&'static str] {
+    match api {
+        // cudaTypedefs.h's `PFN_` typedefs give each declaration its ABI version.
+        Api::Driver => &["cuda.h", "cudaTypedefs.h"],
+        // driver_types.h holds the runtime's types and flag macros (`cudaStreamNonBlocking`).
+        Api::Runtime => &["cuda_runtime_api.h", "driver_types.h"],
+    }
+}
+
+/// The header that declares an API's functions.
+pub(crate) fn function_header(api: Api) -> &'static str {
+    bound_files(api)[0]
+}
+
+/// The wrapper header bindgen (and the declaration scan) parses, and the extra clang arguments.
+fn contents(api: Api) -> (&'static str, &'static [&'static str]) {
+    match api {
         Api::Driver => ("#include <cuda.h>\n#include <cudaTypedefs.h>\n", &[]),
         Api::Runtime => (
             "#include <cuda_runtime_api.h>\n",
             &["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"],
         ),
-    };
+    }
+}
+
+/// Every clang argument of a parse of `api`'s headers.
+fn clang_args(headers: &HeaderSet, api: Api) -> Vec<String> {
+    let (_, extra) = contents(api);
+    headers
+        .include_dirs
+        .iter()
+        .map(|d| format!("-I{}", d.display()))
+        .chain(headers.clang_args.iter().cloned())
+        .chain(extra.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+fn builder(headers: &HeaderSet, api: Api, deny: &DenyList) -> (bindgen::Builder, Macros) {
+    let macros = Macros::default();
+    let (contents, _) = contents(api);
     let mut b = bindgen::Builder::default()
         .header_contents(&format!("hostcb_{}.h", api.as_str()), contents)
-        .clang_args(
-            headers
-                .include_dirs
-                .iter()
-                .map(|d| format!("-I{}", d.display())),
-        )
-        .clang_args(headers.clang_args.iter().cloned())
-        .clang_args(extra.iter().map(|s| s.to_string()))
+        .clang_args(clang_args(headers, api))
         .default_enum_style(bindgen::EnumVariation::NewType {
             is_bitfield: false,
             is_global: false,
@@ -147,21 +194,11 @@ fn builder(headers: &HeaderSet, api: Api, list: &AllowList) -> (bindgen::Builder
         .parse_callbacks(Box::new(Callbacks {
             macros: macros.clone(),
         }));
-    let suffix = match api {
-        Api::Driver => "(_v[0-9]+)?",
-        Api::Runtime => "(_v[0-9]+)?(_ptsz|_ptds)?",
-    };
-    for f in &list.functions {
-        b = b.allowlist_function(format!("{f}{suffix}"));
-        if api == Api::Driver {
-            b = b.allowlist_type(format!("PFN_{f}(_v[0-9]+)?_v[0-9]+(_ptsz|_ptds)?"));
-        }
+    for file in bound_files(api) {
+        b = b.allowlist_file(format!(".*/{}", regex::escape(file)));
     }
-    for t in &list.types {
-        b = b.allowlist_type(t);
-    }
-    for v in &list.vars {
-        b = b.allowlist_var(v);
+    for d in &deny.functions {
+        b = b.blocklist_function(regex::escape(&d.name));
     }
     (b, macros)
 }
@@ -178,19 +215,45 @@ fn run_bindgen(builder: bindgen::Builder, ctk: Ctk, api: Api) -> Result<String, 
 fn read_api(
     headers: &HeaderSet,
     api: Api,
-    list: &AllowList,
+    list: &DenyList,
     driver: Option<&ApiModel>,
 ) -> Result<ApiModel, ReadError> {
     let (builder, macros) = builder(headers, api, list);
     let text = run_bindgen(builder, headers.ctk, api)?;
     let file = syn::parse_file(&text).map_err(|e| ReadError::Syntax(e, api.as_str()))?;
     let macros = macros.lock().map(|m| m.clone()).unwrap_or_default();
+    let scanned = scan::scan(
+        &format!("hostcb_{}.h", api.as_str()),
+        contents(api).0,
+        &clang_args(headers, api),
+        function_header(api),
+        bound_files(api),
+    )
+    .map_err(|e| ReadError::Parse {
+        api: api.as_str(),
+        ctk: headers.ctk,
+        message: e.0,
+    })?;
+
+    let mistranslated = |problems: Vec<String>| ReadError::Mistranslated {
+        api: api.as_str(),
+        ctk: headers.ctk,
+        problems: problems.join("; "),
+    };
+    let mut items = file.items;
+    fixup::name_anonymous(&mut items).map_err(|p| mistranslated(vec![p]))?;
+    let problems = fixup::field_mismatches(&items, &scanned.fields);
+    if !problems.is_empty() {
+        return Err(mistranslated(problems));
+    }
+    let constants = fixup::macro_constants(&items, &macros, &scanned.macros);
+    items.extend(constants);
 
     let mut decls = Vec::new();
     let mut pfns: BTreeMap<String, syn::TypeFnPtr> = BTreeMap::new();
     let mut aliases: HashMap<String, syn::Type> = HashMap::new();
     let mut types: BTreeMap<String, Vec<syn::Item>> = BTreeMap::new();
-    for item in file.items {
+    for item in items {
         match item {
             syn::Item::ForeignMod(m) => decls.extend(m.items.into_iter().filter_map(|i| match i {
                 syn::ForeignItem::Fn(f) => Some(f),
@@ -220,13 +283,43 @@ fn read_api(
     };
     let mut functions = Vec::new();
     for decl in decls {
-        functions.push(function(headers.ctk, api, decl, &lookup, driver)?);
+        let mut f = function(headers.ctk, api, decl, &lookup, driver)?;
+        let declared_name = f
+            .per_thread
+            .as_ref()
+            .filter(|_| api == Api::Runtime)
+            .map_or(&f.name, |p| &p.symbol);
+        if scanned.functions.get(declared_name.as_str()) == Some(&true) {
+            f.deprecated = Some(crate::doc::deprecation_note(&f.doc, function_header(api)));
+        }
+        functions.push(f);
     }
     functions.sort_by(|a, b| a.name.cmp(&b.name));
     let declared: Vec<String> = functions.iter().map(|f| f.name.clone()).collect();
     for f in &mut functions {
         f.aliases.retain(|a| !declared.contains(a));
     }
+    let files = bound_files(api);
+    let declared = Declared {
+        header: function_header(api).to_owned(),
+        type_headers: files
+            .iter()
+            .filter(|f| **f != "cudaTypedefs.h")
+            .map(|f| f.to_string())
+            .collect(),
+        denied: scanned
+            .functions
+            .keys()
+            .filter(|f| list.denies(f))
+            .cloned()
+            .collect(),
+        functions: scanned.functions.into_keys().collect(),
+        types: scanned
+            .types
+            .into_iter()
+            .filter(|t| !t.starts_with("PFN_"))
+            .collect(),
+    };
     Ok(ApiModel {
         api,
         functions,
@@ -234,6 +327,7 @@ fn read_api(
             .into_iter()
             .map(|(name, items)| TypeDef { name, items })
             .collect(),
+        declared,
     })
 }
 
@@ -279,6 +373,7 @@ fn function(
     };
     if ret.to_token_stream().to_string() != status {
         return Err(ReadError::UnsupportedReturn {
+            api: api.as_str(),
             function: declared,
             ret: ret.to_token_stream().to_string(),
             status,
@@ -370,6 +465,7 @@ fn function(
         params,
         ret,
         doc,
+        deprecated: None,
     })
 }
 

@@ -147,6 +147,9 @@ pub fn write_api(model: &Model, api: &ApiModel, templates: &Templates) -> syn::F
         let mut wrapper = template.wrapper.clone();
         filler.doc = doc_attrs(&function_doc(api.api, f, templates, &carriers, &links));
         filler.visit_item_fn_mut(&mut wrapper);
+        if let Some(note) = &f.deprecated {
+            wrapper.attrs.push(syn::parse_quote!(#[deprecated = #note]));
+        }
         file.items.push(syn::Item::Fn(wrapper));
         for alias in &f.aliases {
             let target = ident(&f.name);
@@ -155,8 +158,14 @@ pub fn write_api(model: &Model, api: &ApiModel, templates: &Templates) -> syn::F
                 " `{alias}`: the C name that `cuda.h`/`cuda_runtime_api.h` maps onto [`{}`].",
                 f.name
             );
+            // A use of the alias still warns: it resolves to the deprecated wrapper.
+            let allow: Option<syn::Attribute> = f
+                .deprecated
+                .as_ref()
+                .map(|_| syn::parse_quote!(#[allow(deprecated)]));
             file.items.push(syn::parse_quote! {
                 #[doc = #doc]
+                #allow
                 pub use self::#target as #alias_ident;
             });
         }
@@ -195,7 +204,7 @@ fn module_doc(model: &Model, api: Api) -> Vec<String> {
     };
     vec![
         format!(
-            " CUDA {what} API bindings for CTK {}: the host-callback API and what launching graphs needs.",
+            " CUDA {what} API bindings for CTK {}: every function the header declares (less the deny-list's few), and every type and constant they reach.",
             model.ctk
         ),
         String::new(),
@@ -606,6 +615,16 @@ pub fn capabilities(model: &Model) -> Vec<&'static str> {
     if has(&model.driver, "cuStreamGetCaptureInfo_v3") {
         caps.push("capture_info_v3");
     }
+    if [
+        "cudaLibraryLoadData",
+        "cudaLibraryGetKernel",
+        "cudaLibraryUnload",
+    ]
+    .iter()
+    .all(|f| has(&model.runtime, f))
+    {
+        caps.push("runtime_library");
+    }
     caps
 }
 
@@ -696,7 +715,9 @@ pub fn write_bindings_mod(models: &[&Model]) -> syn::File {
         " beyond the common API: `host_func_v2` where the headers declare `cuLaunchHostFunc_v2`"
             .to_owned(),
         " and `cudaLaunchHostFunc_v2` (CTK 13.2 and later; their ABI version is 13010);".to_owned(),
-        " `capture_info_v3` where they declare `cuStreamGetCaptureInfo_v3` (CTK 12.3 and later).".to_owned(),
+        " `capture_info_v3` where they declare `cuStreamGetCaptureInfo_v3` (CTK 12.3 and later);".to_owned(),
+        " `runtime_library` where the runtime declares `cudaLibraryLoadData`, `cudaLibraryGetKernel`".to_owned(),
+        " and `cudaLibraryUnload`, so it can load a kernel from PTX itself.".to_owned(),
         String::new(),
         " Code written once for every target (tests, the safe layer, benchmarks) expands through it,"
             .to_owned(),

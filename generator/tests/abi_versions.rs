@@ -25,22 +25,14 @@ fn config() -> Config {
     Config::load(root, &Environment::of_process()).expect("the configuration")
 }
 
-/// `cudaTypedefs.h` of a target's pinned headers, its text, and the generated model's driver
-/// functions.
-fn typedefs_and_model(config: &Config, ctk: Ctk) -> (std::path::PathBuf, String, Vec<Function>) {
-    let inputs = Inputs::gather(&config.inputs, ctk, None).expect("the pinned inputs");
-    let header = inputs.headers.include_dirs[0].join("cudaTypedefs.h");
-    let text = std::fs::read_to_string(&header).unwrap();
-    let generated = pipeline::generate_from(config, &inputs).expect("generate");
-    (header, text, generated.model.driver.functions)
-}
-
-/// One `PFN_` typedef: its version, per-thread suffix (`""`, `_ptsz`, `_ptds`), and arity.
+/// One `PFN_` typedef: its version, per-thread suffix (`""`, `_ptsz`, `_ptds`), arity, and its
+/// parameter types with the parameter names dropped and cuda.h's plain typedefs resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Typedef {
     version: u32,
     suffix: String,
     arity: usize,
+    types: Vec<String>,
 }
 
 fn arity(params: &str) -> usize {
@@ -52,19 +44,213 @@ fn arity(params: &str) -> usize {
     }
 }
 
+/// cuda.h's typedefs of one name to another (`typedef CUdeviceptr_v2 CUdeviceptr;`,
+/// `typedef struct CUctx_st *CUcontext;`), by the new name.
+fn plain_typedefs(cuda_h: &str) -> BTreeMap<String, String> {
+    let re =
+        Regex::new(r"typedef\s+(?:struct\s+|enum\s+|union\s+)?(\w+)\s*(\*?)\s*(\w+)\s*;").unwrap();
+    re.captures_iter(cuda_h)
+        .map(|c| {
+            (
+                c[3].to_owned(),
+                format!("{}{}", &c[1], if c[2].is_empty() { "" } else { " *" }),
+            )
+        })
+        .collect()
+}
+
+/// One C parameter's type: its tokens without the parameter's name, typedefs resolved.
+fn param_type(param: &str, plain: &BTreeMap<String, String>) -> String {
+    let spaced = param.replace('*', " * ");
+    let mut tokens: Vec<&str> = spaced.split_whitespace().collect();
+    if tokens.len() > 1 && tokens.last().is_some_and(|t| *t != "*") {
+        tokens.pop();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for t in tokens {
+        let mut t = t.to_owned();
+        for _ in 0..8 {
+            match plain.get(&t) {
+                Some(next) if *next != t => t = next.clone(),
+                _ => break,
+            }
+        }
+        out.push(t);
+    }
+    out.join(" ")
+}
+
 /// Every `PFN_` typedef of the header, by base name.
-fn typedefs(text: &str) -> BTreeMap<String, Vec<Typedef>> {
+fn typedefs(text: &str, plain: &BTreeMap<String, String>) -> BTreeMap<String, Vec<Typedef>> {
     let re = Regex::new(
         r"typedef\s+CUresult\s*\(\s*CUDAAPI\s*\*\s*PFN_(\w+?)_v(\d+)(_ptsz|_ptds)?\s*\)\s*\(([^;]*)\)\s*;",
     )
     .unwrap();
+    // 12.9 spells a few typedefs without a version after `#define PFN_<base> PFN_<base>_v<N>`,
+    // which the preprocessor turns into the versioned name.
+    let defines: BTreeMap<String, String> = Regex::new(r"#define\s+PFN_(\w+)\s+PFN_(\w+)_v(\d+)\s")
+        .unwrap()
+        .captures_iter(text)
+        .filter(|c| c[1] == c[2])
+        .map(|c| {
+            (
+                format!("PFN_{})", &c[1]),
+                format!("PFN_{}_v{})", &c[1], &c[3]),
+            )
+        })
+        .collect();
+    let mut text = text.to_owned();
+    for (from, to) in &defines {
+        text = text.replace(from.as_str(), to);
+    }
     let mut out: BTreeMap<String, Vec<Typedef>> = BTreeMap::new();
-    for c in re.captures_iter(text) {
+    for c in re.captures_iter(&text) {
+        let params = c[4].trim();
+        let types = if arity(params) == 0 {
+            Vec::new()
+        } else {
+            params.split(',').map(|p| param_type(p, plain)).collect()
+        };
         out.entry(c[1].to_owned()).or_default().push(Typedef {
             version: c[2].parse().unwrap(),
             suffix: c.get(3).map_or("", |m| m.as_str()).to_owned(),
             arity: arity(&c[4]),
+            types,
         });
+    }
+    out
+}
+
+/// One driver wrapper as the generated file spells its entry point: `DriverFn::new(c"<name>",
+/// c"<base>", <version>, None | Some(PerThreadVariant { version, symbol }))`, and the arity of
+/// its function-pointer type.
+#[derive(Debug)]
+struct Wrapper {
+    name: String,
+    base: String,
+    version: u32,
+    per_thread: Option<PerThreadVariant>,
+    arity: usize,
+}
+
+/// Every entry point of a generated driver file, read from its syntax.
+fn wrappers(file: &syn::File) -> Vec<Wrapper> {
+    use quote::ToTokens;
+    let entry = file
+        .items
+        .iter()
+        .find_map(|i| match i {
+            syn::Item::Mod(m) if m.ident == "entry" => m.content.as_ref().map(|(_, items)| items),
+            _ => None,
+        })
+        .expect("the entry module");
+    let number = Regex::new(r"^\d+$").unwrap();
+    let mut out = Vec::new();
+    for item in entry {
+        let syn::Item::Static(s) = item else { continue };
+        if s.ident == "ALL" {
+            continue;
+        }
+        let ty = s.ty.to_token_stream().to_string();
+        // `DriverFn < unsafe extern "C" fn (A , B) -> CUresult >`
+        let inner = ty
+            .split_once("fn (")
+            .and_then(|(_, r)| r.rsplit_once(") -> CUresult"))
+            .map(|(args, _)| args.trim())
+            .unwrap_or_else(|| panic!("{}: unexpected type {ty}", s.ident));
+        let arity = if inner.is_empty() {
+            0
+        } else {
+            inner.split(',').filter(|a| !a.trim().is_empty()).count()
+        };
+        let text = s.expr.to_token_stream().to_string();
+        let args: Vec<String> = text
+            .split_once("DriverFn :: new (")
+            .map(|(_, r)| r)
+            .unwrap_or_else(|| panic!("{}: unexpected entry {text}", s.ident))
+            .replace(['{', '}', '(', ')', ','], " ")
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        let cstr = |a: &str| a.trim_start_matches('c').trim_matches('"').to_owned();
+        let per_thread = match args.get(3).map(String::as_str) {
+            Some("None") => None,
+            Some("Some") => {
+                let at = |key: &str| {
+                    let i = args.iter().position(|a| a == key).expect("a field");
+                    args[i + 2].clone()
+                };
+                Some(PerThreadVariant {
+                    version: at("version").parse().unwrap(),
+                    symbol: cstr(&at("symbol")),
+                })
+            }
+            other => panic!("{}: unexpected per-thread argument {other:?}", s.ident),
+        };
+        assert!(
+            number.is_match(&args[2]),
+            "{}: version {}",
+            s.ident,
+            args[2]
+        );
+        out.push(Wrapper {
+            name: cstr(&args[0]),
+            base: cstr(&args[1]),
+            version: args[2].parse().unwrap(),
+            per_thread,
+            arity,
+        });
+    }
+    out
+}
+
+/// What the header says one wrapper must carry: its legacy typedef exists with the wrapper's
+/// arity, and no other typedef of its base with the same parameter types is newer (older, for
+/// an unsuffixed declaration whose suffixed twin is declared too: the oldest ABI). Mismatches
+/// as lines.
+fn legacy_mismatches(w: &Wrapper, all: &BTreeMap<String, Vec<Typedef>>, twin: bool) -> Vec<String> {
+    let Some(versions) = all.get(&w.base) else {
+        return vec![format!("{}: no PFN_{}_v* typedef at all", w.name, w.base)];
+    };
+    let Some(chosen) = versions
+        .iter()
+        .find(|t| t.version == w.version && t.suffix.is_empty())
+    else {
+        return vec![format!(
+            "{}: asks for version {}, but there is no PFN_{}_v{}",
+            w.name, w.version, w.base, w.version
+        )];
+    };
+    let mut out = Vec::new();
+    if chosen.arity != w.arity {
+        out.push(format!(
+            "{}: {} parameters, PFN_{}_v{} has {}",
+            w.name, w.arity, w.base, w.version, chosen.arity
+        ));
+    }
+    let same: Vec<u32> = versions
+        .iter()
+        .filter(|t| t.suffix.is_empty() && t.types == chosen.types)
+        .map(|t| t.version)
+        .collect();
+    let want = if twin {
+        same.iter().min()
+    } else {
+        same.iter().max()
+    };
+    if want != Some(&w.version) {
+        out.push(format!(
+            "{}: version {}, but typedefs {:?} of {} have its parameter types ({})",
+            w.name,
+            w.version,
+            same,
+            w.base,
+            if twin {
+                "the oldest wins"
+            } else {
+                "the newest wins"
+            }
+        ));
     }
     out
 }
@@ -86,42 +272,81 @@ fn spelled_pairs(text: &str) -> BTreeMap<String, (u32, u32, String)> {
         .collect()
 }
 
-/// What the header says a declaration's per-thread variant is: the newest per-thread typedef
-/// of its base with the legacy typedef's arity.
+/// What the header says a wrapper's per-thread variant is: the newest per-thread typedef of
+/// its base with the legacy typedef's arity.
 fn expected_per_thread(
-    f: &Function,
+    w: &Wrapper,
     all: &BTreeMap<String, Vec<Typedef>>,
 ) -> Option<PerThreadVariant> {
-    let versions = all.get(&f.base)?;
+    let versions = all.get(&w.base)?;
     let legacy = versions
         .iter()
-        .find(|t| t.version == f.version && t.suffix.is_empty())
-        .unwrap_or_else(|| panic!("{}: no PFN_{}_v{}", f.name, f.base, f.version));
+        .find(|t| t.version == w.version && t.suffix.is_empty())?;
     versions
         .iter()
         .filter(|t| !t.suffix.is_empty() && t.arity == legacy.arity)
         .max_by_key(|t| t.version)
         .map(|t| PerThreadVariant {
-            symbol: format!("{}{}", f.name, t.suffix),
+            symbol: format!("{}{}", w.name, t.suffix),
             version: t.version,
         })
 }
 
+/// Every driver wrapper of every listed target, as the generated file spells it, against the
+/// text of that target's `cudaTypedefs.h`: the legacy version (its typedef, arity, and newest
+/// among the typedefs with its parameter types) and the per-thread version.
 #[test]
 fn every_driver_wrapper_has_the_legacy_and_per_thread_versions_of_cuda_typedefs_h() {
-    let config = config();
-    for &ctk in &config.targets {
-        let (header, text, functions) = typedefs_and_model(&config, ctk);
-        let all = typedefs(&text);
+    let ws = config();
+    let targets = ws.targets.clone();
+    assert!(!targets.is_empty(), "no target listed");
+    for ctk in targets {
+        let inputs = Inputs::gather(&ws.inputs, ctk, None).expect("the pinned inputs");
+        let header = inputs.headers.include_dirs[0].join("cudaTypedefs.h");
+        let text = std::fs::read_to_string(&header).unwrap();
+        let cuda_h =
+            std::fs::read_to_string(inputs.headers.include_dirs[0].join("cuda.h")).unwrap();
+        let all = typedefs(&text, &plain_typedefs(&cuda_h));
+        let generated = pipeline::generate_from(&ws, &inputs).expect("generate");
+        let driver = generated
+            .files
+            .iter()
+            .find(|f| f.path.ends_with("driver.rs"))
+            .expect("driver.rs");
+        let file = syn::parse_file(&driver.contents).expect("the driver file parses");
+        let wrappers = wrappers(&file);
+        let names: Vec<&str> = wrappers.iter().map(|w| w.name.as_str()).collect();
+        // Every declaration of the header has its wrapper, nothing else does.
+        let mut declared: Vec<&str> = generated
+            .model
+            .driver
+            .declared
+            .functions
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !generated.model.driver.declared.denied.contains(*f))
+            .collect();
+        declared.sort_unstable();
+        assert_eq!(
+            names, declared,
+            "CTK {ctk}: wrappers against the declarations of cuda.h"
+        );
         let mut with_variant = 0;
         let mut mismatches = Vec::new();
-        for f in &functions {
-            let expected = expected_per_thread(f, &all);
+        for w in &wrappers {
+            let twin = !w.name.contains("_v")
+                && names.iter().any(|n| {
+                    n.strip_prefix(w.name.as_str())
+                        .and_then(|r| r.strip_prefix("_v"))
+                        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                });
+            mismatches.extend(legacy_mismatches(w, &all, twin));
+            let expected = expected_per_thread(w, &all);
             with_variant += usize::from(expected.is_some());
-            if f.per_thread != expected {
+            if w.per_thread != expected {
                 mismatches.push(format!(
-                    "{}: model {:?}, cudaTypedefs.h {:?}",
-                    f.name, f.per_thread, expected
+                    "{}: wrapper {:?}, cudaTypedefs.h {:?}",
+                    w.name, w.per_thread, expected
                 ));
             }
         }
@@ -133,20 +358,28 @@ fn every_driver_wrapper_has_the_legacy_and_per_thread_versions_of_cuda_typedefs_
         );
         // The oracle must have had something to say, or it proves nothing.
         assert!(
-            with_variant >= 20,
-            "CTK {ctk}: {with_variant} per-thread variants"
+            wrappers.len() >= 300 && with_variant >= 60,
+            "CTK {ctk}: {} wrappers, {with_variant} per-thread variants",
+            wrappers.len()
         );
+        eprintln!(
+            "CTK {ctk}: {} driver wrappers checked against {}, {with_variant} with a per-thread variant",
+            wrappers.len(),
+            header.display()
+        );
+        check_spelled_pairs(ctk, &header, &text, &generated.model.driver.functions);
     }
 }
 
-/// 12.9's header spells its pairs out (pinned, so checked whether or not 12.9 is listed): they
-/// agree with the model wherever they name a declaration's current base and legacy version.
-#[test]
-fn the_pairs_12_9_spells_out_agree_with_the_model() {
-    let (header, text, functions) = typedefs_and_model(&config(), Ctk::V12_9);
-    let pairs = spelled_pairs(&text);
+/// On 12.9, the header's own spelled-out pairs agree with the model wherever they name a
+/// declaration's current base and legacy version.
+fn check_spelled_pairs(ctk: Ctk, header: &Path, text: &str, functions: &[Function]) {
+    let pairs = spelled_pairs(text);
+    if ctk != Ctk::V12_9 {
+        return;
+    }
     let mut compared = 0;
-    for f in &functions {
+    for f in functions {
         let Some((legacy, per_thread, suffix)) = pairs.get(&f.base) else {
             continue;
         };
@@ -173,8 +406,8 @@ fn the_pairs_12_9_spells_out_agree_with_the_model() {
 
 #[test]
 fn the_functions_whose_per_thread_version_is_newer_carry_it() {
-    let generated =
-        pipeline::generate(&config(), Ctk::V13_0, &Default::default()).expect("generate");
+    let ws = config();
+    let generated = pipeline::generate(&ws, Ctk::V13_0, &Default::default()).expect("generate");
     let find = |name: &str| {
         generated
             .model
@@ -219,8 +452,8 @@ fn an_unsuffixed_declaration_beside_its_suffixed_twin_is_the_oldest_abi() {
     // 12.9's cuda.h declares both cuEventElapsedTime and cuEventElapsedTime_v2 with one
     // signature; PFN_cuEventElapsedTime_v2000 and _v12080 match both. A C program calling
     // cuEventElapsedTime links the export of that name, the 2000 ABI.
-    let generated =
-        pipeline::generate(&config(), Ctk::V12_9, &Default::default()).expect("generate");
+    let ws = config();
+    let generated = pipeline::generate(&ws, Ctk::V12_9, &Default::default()).expect("generate");
     let version = |name: &str| {
         generated
             .model
@@ -265,7 +498,8 @@ fn the_audit_stops_a_template_that_shadows_the_host_function() {
         assert_ne!(edited, text, "the template has the forwarding line");
         edited
     });
-    let inputs = Inputs::gather(&copy.inputs, Ctk::V13_0, None).expect("the pinned inputs");
+    let ws = config();
+    let inputs = Inputs::gather(&ws.inputs, Ctk::V13_0, None).expect("the pinned inputs");
     let err = pipeline::generate_from(&copy, &inputs)
         .expect_err("a wrapper that rebinds its parameters must not be generated");
     let text = err.to_string();
@@ -274,29 +508,5 @@ fn the_audit_stops_a_template_that_shadows_the_host_function() {
             && text.contains("cuLaunchHostFunc: binds `fn_ : CUhostFn` with `let`")
             && !text.contains('\n'),
         "{text}"
-    );
-}
-
-/// A placeholder misspelt in a template is not filled, and must stop generation rather than
-/// reach the output (`c"__bsae__"` compiles, and would ask the driver for no function at all).
-#[test]
-fn an_unfilled_template_placeholder_stops_generation() {
-    let copy = with_templates(|name, text| {
-        if name != "driver_function.rs" {
-            return text;
-        }
-        let edited = text.replacen("c\"__base__\"", "c\"__bsae__\"", 1);
-        assert_ne!(edited, text, "the template names __base__");
-        edited
-    });
-    let Err(err) = pipeline::generate(&copy, Ctk::V13_0, &Default::default()) else {
-        panic!("an unfilled placeholder was generated");
-    };
-    let text = err.to_string();
-    assert_eq!(
-        text,
-        "src/bindings/ctk_13_0/driver.rs: the template placeholder(s) c\"__bsae__\" were left unfilled; \
-         the generator fills only the placeholders templates/*.rs lists, so fix their spelling \
-         there (nothing was written)"
     );
 }

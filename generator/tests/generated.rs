@@ -189,47 +189,60 @@ fn generation_is_deterministic_and_a_second_write_changes_nothing() {
     assert_eq!(again.unchanged.len(), first.files.len());
 }
 
-/// Every allow-listed function reaches the output of at least one target, under its C name or
-/// a versioned ABI name: a typo in an allow-list would otherwise just emit nothing.
+/// Every function and named type the headers declare is bound, but the deny-list's functions;
+/// every deny-listed function is declared by some listed target's header (a typo or a stale
+/// entry would otherwise deny nothing) and has no wrapper in any committed file.
 #[test]
-fn every_allow_listed_function_is_emitted_by_some_target() {
-    use hostcb_generator::allowlist::AllowList;
-    let config = config();
-    for api in ["driver", "runtime"] {
-        let list =
-            AllowList::load(&config.root.join(format!("generator/allowlist/{api}.txt"))).unwrap();
-        let mut names = Vec::new();
-        for &ctk in &config.targets {
-            let (_, file) = committed(ctk, api);
-            for item in &file.items {
-                match item {
-                    syn::Item::Fn(f) => names.push(f.sig.ident.to_string()),
-                    syn::Item::Use(u) => {
-                        if let syn::UseTree::Path(p) = &u.tree
-                            && let syn::UseTree::Rename(r) = &*p.tree
-                        {
-                            names.push(r.rename.to_string());
-                        }
-                    }
-                    _ => {}
-                }
-            }
+fn everything_declared_is_bound_but_the_deny_list_which_is_emitted_nowhere() {
+    use hostcb_generator::allowlist::DenyList;
+    use hostcb_generator::model::Api;
+    let ws = config();
+    for api in [Api::Driver, Api::Runtime] {
+        let list = DenyList::load(
+            &ws.root
+                .join(format!("generator/allowlist/{}.txt", api.as_str())),
+        )
+        .unwrap();
+        let mut declared = std::collections::BTreeSet::new();
+        let mut emitted = Vec::new();
+        for &ctk in &ws.targets {
+            let model = pipeline::read_model(&ws, ctk, &pipeline::Options::default())
+                .expect("read the model");
+            declared.extend(model.api(api).declared.denied.iter().cloned());
+            // Everything the headers declare is bound, but the deny-list's functions.
+            let c = model.api(api).coverage();
+            eprintln!("CTK {ctk} {}: {c}", api.as_str());
+            assert_eq!(
+                (c.functions_bound + c.functions_denied, c.types_bound),
+                (c.functions_declared, c.types_declared),
+                "CTK {ctk} {}: {c}",
+                api.as_str()
+            );
+            assert!(
+                c.functions_declared > 250,
+                "CTK {ctk} {}: {c}",
+                api.as_str()
+            );
+            let (_, file) = committed(ctk, api.as_str());
+            emitted.extend(file.items.iter().filter_map(|item| match item {
+                syn::Item::Fn(f) => Some(f.sig.ident.to_string()),
+                _ => None,
+            }));
         }
-        let missing: Vec<&String> = list
-            .functions
-            .iter()
-            .filter(|f| {
-                !names.iter().any(|n| {
-                    n == *f
-                        || n.strip_prefix(f.as_str())
-                            .is_some_and(|r| r.starts_with("_v"))
-                })
-            })
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "{api} allow-list names functions no target emits: {missing:?}"
-        );
+        for d in &list.functions {
+            assert!(
+                declared.contains(&d.name),
+                "{}: the deny-list names {}, which no listed target's header declares",
+                api.as_str(),
+                d.name
+            );
+            assert!(
+                !emitted.contains(&d.name),
+                "{}: {} is deny-listed but has a wrapper",
+                api.as_str(),
+                d.name
+            );
+        }
     }
 }
 
@@ -304,6 +317,7 @@ fn doc_comments(file: &syn::File) -> Vec<String> {
 #[test]
 fn no_raw_doxygen_survives_in_committed_docs() {
     let command = regex::Regex::new(r"\\[A-Za-z]").unwrap();
+    let code_span = regex::Regex::new(r"`[^`]*`").unwrap();
     let mut raw = Vec::new();
     let mut seen = 0;
     for ctk in config().targets {
@@ -320,6 +334,8 @@ fn no_raw_doxygen_survives_in_committed_docs() {
                     if fenced {
                         continue;
                     }
+                    // Inline code (`\n`) is C, not Doxygen.
+                    let line = &code_span.replace_all(line, "``");
                     let bad = [
                         "\\param", "\\return", "\\brief", "\\note", "\\sa", "\\p ", "<li>", "\\<",
                         "<ul>",
@@ -341,4 +357,52 @@ fn no_raw_doxygen_survives_in_committed_docs() {
         raw.len(),
         raw[..raw.len().min(40)].join("\n")
     );
+}
+
+/// Every function the headers mark `__CUDA_DEPRECATED` carries `#[deprecated]` in the committed
+/// files (under its own name or through the alias the header's macro maps it to), and no other
+/// does: read from the header text, not from the libclang scan the generator uses.
+#[test]
+fn the_headers_deprecations_reach_the_committed_wrappers() {
+    let ws = config();
+    let re = regex::Regex::new(r"__CUDA_DEPRECATED\b[^;{}#]*?\b(cu\w+)\s*\(").unwrap();
+    for &ctk in &ws.targets {
+        let inputs = hostcb_generator::inputs::Inputs::gather(&ws.inputs, ctk, None)
+            .expect("the pinned inputs");
+        for (api, header) in [("driver", "cuda.h"), ("runtime", "cuda_runtime_api.h")] {
+            let text =
+                std::fs::read_to_string(inputs.headers.include_dirs[0].join(header)).unwrap();
+            let marked: std::collections::BTreeSet<String> =
+                re.captures_iter(&text).map(|c| c[1].to_owned()).collect();
+            let (_, file) = committed(ctk, api);
+            let mut deprecated = std::collections::BTreeSet::new();
+            let mut alias_of = std::collections::BTreeMap::new();
+            for item in &file.items {
+                match item {
+                    syn::Item::Fn(f) if f.attrs.iter().any(|a| a.path().is_ident("deprecated")) => {
+                        deprecated.insert(f.sig.ident.to_string());
+                    }
+                    syn::Item::Use(u) => {
+                        if let syn::UseTree::Path(p) = &u.tree
+                            && let syn::UseTree::Rename(r) = &*p.tree
+                        {
+                            alias_of.insert(r.rename.to_string(), r.ident.to_string());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let resolve = |n: &String| alias_of.get(n).cloned().unwrap_or_else(|| n.clone());
+            let expected: std::collections::BTreeSet<String> = marked.iter().map(resolve).collect();
+            assert_eq!(
+                deprecated, expected,
+                "CTK {ctk} {api}: #[deprecated] wrappers against {header}'s __CUDA_DEPRECATED"
+            );
+            assert!(
+                !expected.is_empty(),
+                "CTK {ctk} {api}: the oracle found nothing"
+            );
+            eprintln!("CTK {ctk} {api}: {} deprecated", expected.len());
+        }
+    }
 }

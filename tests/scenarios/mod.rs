@@ -12,6 +12,7 @@ pub mod canary;
 pub mod devices;
 pub mod host_func_v2;
 pub mod host_nodes;
+pub mod kernels;
 pub mod ordering;
 pub mod replay;
 pub mod stream_callbacks;

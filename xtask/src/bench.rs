@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, bail, ensure};
-use hostcb_generator::allowlist::AllowList;
+use hostcb_generator::allowlist::DenyList;
 use hostcb_generator::config::Config;
 use hostcb_generator::emit::{self, Mode};
 use hostcb_generator::inputs::Inputs;
@@ -215,7 +215,7 @@ fn regen_into(ws: &Config, out: &Path) -> anyhow::Result<Duration> {
 struct Parse {
     headers: HeaderSet,
     api: Api,
-    list: AllowList,
+    list: DenyList,
 }
 
 /// Gathers each target's inputs (cached by the warm-up) and builds the header sets the way

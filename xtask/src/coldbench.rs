@@ -13,7 +13,7 @@
 //! Then the sealed source of every target of the generated crate (MB, per file kind) next to
 //! cudarc's two `sys` files, and the layout oracle's counts for the committed targets
 //! ([`crate::layout::oracle`]). `--generated DIR` builds against another copy of the generated
-//! crate, such as the whole-header one `cargo xtask layout --whole-headers` leaves behind.
+//! crate, such as the scratch copy `cargo xtask layout` leaves behind.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -44,7 +44,7 @@ pub struct Args {
     #[arg(long)]
     skip_layout: bool,
     /// Build against the generated crate in DIR instead of generated/ (e.g. the whole-header
-    /// copy `cargo xtask layout --whole-headers` leaves in target/xtask-layout/work/generated).
+    /// copy `cargo xtask layout` leaves in target/xtask-layout/work/generated).
     #[arg(long, value_name = "DIR")]
     generated: Option<PathBuf>,
 }

@@ -7,9 +7,8 @@
 //! `generator/targets.txt`, generates them into the copy's `generated/`, runs each target's
 //! layout tests there (`cargo test -p cuda-hostcb --lib layout::`, built in
 //! `target/xtask-layout/build/`), and prints one row per target and API: structs, unions, enums
-//! and fields checked, numbers compared, mismatches, items skipped. `--whole-headers` replaces the
-//! copy's allow-lists' types with every type bindgen finds in the headers (the functions stay),
-//! to find what bindgen mistranslates beyond today's type set. `--tamper` adds one to the first
+//! and fields checked, numbers compared, mismatches, items skipped. The bindings hold every struct, union
+//! and enum of both headers, so the oracle covers the whole headers. `--tamper` adds one to the first
 //! field offset gcc computed, in the copy, to see the check fail.
 
 use std::fmt::Write as _;
@@ -19,14 +18,11 @@ use std::time::Instant;
 
 use anyhow::{Context, anyhow, bail};
 use hostcb_generator::Ctk;
-use hostcb_generator::allowlist::AllowList;
 use hostcb_generator::config::{Config, Environment};
 use hostcb_generator::emit;
 use hostcb_generator::emit::Mode;
-use hostcb_generator::inputs::{Inputs, Lock};
-use hostcb_generator::model::Api;
+use hostcb_generator::inputs::Lock;
 use hostcb_generator::pipeline;
-use hostcb_generator::reader::{self, HeaderSet};
 use hostcb_generator::target::spelled;
 
 /// Options of `cargo xtask layout`.
@@ -36,9 +32,6 @@ pub struct Args {
     /// generator/targets.txt), or one pinned MAJOR.MINOR.
     #[arg(long)]
     ctk: String,
-    /// Check every type bindgen finds in the headers, not only those the allow-lists reach.
-    #[arg(long)]
-    whole_headers: bool,
     /// Add one to the first field offset gcc computed (in the scratch copy), to see the check fail.
     #[arg(long)]
     tamper: bool,
@@ -96,7 +89,6 @@ impl Args {
     pub fn of(ctk: &str) -> Self {
         Args {
             ctk: ctk.to_owned(),
-            whole_headers: false,
             tamper: false,
         }
     }
@@ -120,12 +112,6 @@ pub fn oracle(ws: &Config, args: &Args) -> anyhow::Result<(String, usize)> {
     only_the_generated_crate(&work)?;
     let list: String = ctks.iter().map(|c| format!("{c}\n")).collect();
     write(&work.join("generator/targets.txt"), &list)?;
-    if args.whole_headers {
-        for &ctk in &ctks {
-            let inputs = Inputs::gather(&ws.inputs, ctk, None)?;
-            whole_header_allowlists(ws, &work, &inputs)?;
-        }
-    }
     // The scratch copy's own configuration, over this checkout's input cache and libclang.
     let env = Environment {
         libclang_path: ws.inputs.libclang_path.clone(),
@@ -176,7 +162,7 @@ pub fn oracle(ws: &Config, args: &Args) -> anyhow::Result<(String, usize)> {
         .map_err(|e| anyhow!("cannot run cargo ({e}); is it on PATH (or named by $CARGO)?"))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<Line> = stdout.lines().filter_map(parse_line).collect();
-    let table = table(&lines, args.whole_headers);
+    let table = table(&lines);
     // With --nocapture the failing tests' panic messages go to stderr.
     let stderr = String::from_utf8_lossy(&out.stderr);
     let failed: Vec<&str> = stdout
@@ -220,14 +206,12 @@ pub fn oracle(ws: &Config, args: &Args) -> anyhow::Result<(String, usize)> {
 }
 
 /// The table of the report lines.
-fn table(lines: &[Line], whole: bool) -> String {
+fn table(lines: &[Line]) -> String {
     let mut out = String::new();
-    let scope = if whole {
-        "every type of the headers"
-    } else {
-        "the types of the allow-lists"
-    };
-    let _ = writeln!(out, "layout oracle (gcc against rustc), {scope}:");
+    let _ = writeln!(
+        out,
+        "layout oracle (gcc against rustc), every struct, union and enum of the bindings:"
+    );
     let _ = writeln!(
         out,
         "| target | API | structs | unions | enums | fields | numbers | mismatches | skipped |"
@@ -320,67 +304,6 @@ fn only_the_generated_crate(work: &Path) -> anyhow::Result<()> {
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// Rewrites the scratch copy's allow-lists so that their `[types]` list every struct, union,
-/// enum and typedef a bare bindgen parse of the target's headers finds (the `[functions]` and
-/// `[vars]` are kept).
-fn whole_header_allowlists(ws: &Config, scratch: &Path, inputs: &Inputs) -> anyhow::Result<()> {
-    // bindgen runs on the libclang the inputs name.
-    inputs.libclang.activate()?;
-    let headers = HeaderSet {
-        ctk: inputs.headers.ctk,
-        include_dirs: inputs.headers.include_dirs.clone(),
-        clang_args: inputs.libclang.clang_args.clone(),
-    };
-    for api in [Api::Driver, Api::Runtime] {
-        let path = ws
-            .root
-            .join(format!("generator/allowlist/{}.txt", api.as_str()));
-        let mut list = AllowList::load(&path)?;
-        let every = AllowList {
-            functions: list.functions.clone(),
-            types: vec![".*".to_owned()],
-            vars: Vec::new(),
-        };
-        let text = reader::bare_parse(&headers, api, &every)?;
-        let file = syn::parse_file(&text).map_err(|e| anyhow!("bindgen's output: {e}"))?;
-        let mut names: Vec<String> = file
-            .items
-            .iter()
-            .filter_map(|item| match item {
-                syn::Item::Struct(s) => Some(s.ident.to_string()),
-                syn::Item::Union(u) => Some(u.ident.to_string()),
-                syn::Item::Enum(e) => Some(e.ident.to_string()),
-                syn::Item::Type(t) => Some(t.ident.to_string()),
-                _ => None,
-            })
-            .filter(|n| !n.starts_with("__Bindgen") && !n.contains("__bindgen_ty_"))
-            .collect();
-        names.sort();
-        names.dedup();
-        list.types = names;
-        let mut text = String::from("[functions]\n");
-        for f in &list.functions {
-            text.push_str(f);
-            text.push('\n');
-        }
-        text.push_str("[types]\n");
-        for t in &list.types {
-            text.push_str(t);
-            text.push('\n');
-        }
-        text.push_str("[vars]\n");
-        for v in &list.vars {
-            text.push_str(v);
-            text.push('\n');
-        }
-        write(
-            &scratch.join(format!("generator/allowlist/{}.txt", api.as_str())),
-            &text,
-        )?;
-    }
-    Ok(())
 }
 
 /// Adds one to the first field offset of `ctk`'s layout file under `root` (sealed or not: the

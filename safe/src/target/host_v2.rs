@@ -47,7 +47,7 @@ pub(super) fn params(call: HostFn, data: *mut c_void, mode: u32) -> Box<sys::CUg
     // function pointers and unions of them).
     unsafe {
         addr_of_mut!((*p).type_).write(sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_HOST);
-        let host = addr_of_mut!((*p).__bindgen_anon_1.host);
+        let host = addr_of_mut!((*p).anon.host);
         addr_of_mut!((*host).fn_).write(Some(call));
         addr_of_mut!((*host).userData).write(data);
         addr_of_mut!((*host).syncMode).write(mode);
@@ -131,7 +131,7 @@ mod tests {
         type P = sys::CUgraphNodeParams;
         type H = sys::CUDA_HOST_NODE_PARAMS_v2;
         assert_eq!(size_of::<P>(), NODE_PARAMS_SIZE);
-        assert_eq!(offset_of!(P, __bindgen_anon_1), HOST_AT);
+        assert_eq!(offset_of!(P, anon), HOST_AT);
         assert_eq!(offset_of!(H, fn_), FN_AT);
         assert_eq!(offset_of!(H, userData), USER_DATA_AT);
         assert_eq!(offset_of!(H, syncMode), SYNC_MODE_AT);
@@ -142,7 +142,7 @@ mod tests {
              fn at {}, userData at {}, syncMode at {} (4 B), bytes {}..{} zero",
             super::super::CTK,
             size_of::<P>(),
-            offset_of!(P, __bindgen_anon_1),
+            offset_of!(P, anon),
             size_of::<H>(),
             offset_of!(H, fn_),
             offset_of!(H, userData),
