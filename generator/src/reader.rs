@@ -487,6 +487,29 @@ fn bases(declared: &str) -> Vec<String> {
     bases
 }
 
+/// Which ABI of `base` the declaration `declared` names: 1 for the bare name, `N` for `_vN`.
+fn abi_ordinal(declared: &str, base: &str) -> Option<usize> {
+    if declared == base {
+        return Some(1);
+    }
+    let n = declared.strip_prefix(base)?.strip_prefix("_v")?;
+    n.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| n.parse().ok())
+        .flatten()
+        .filter(|&n| n >= 1)
+}
+
+/// The versions of every legacy `PFN_<base>_v<version>` typedef, whatever their signature.
+fn typedef_versions(base: &str, lookup: &Lookup<'_>) -> Vec<u32> {
+    let prefix = format!("PFN_{base}_v");
+    lookup
+        .pfns
+        .keys()
+        .filter_map(|name| name.strip_prefix(&prefix)?.parse().ok())
+        .collect()
+}
+
 /// The versions `v` of the typedefs `PFN_<base>_v<v><suffix>` whose parameters match `params`.
 fn matching_versions(base: &str, suffix: &str, params: &[Param], lookup: &Lookup<'_>) -> Vec<u32> {
     let want: Vec<String> = params
@@ -525,7 +548,22 @@ fn abi_version(
 ) -> Result<(String, u32), ReadError> {
     let bases = bases(declared);
     for base in &bases {
-        let versions = matching_versions(base, "", params, lookup).into_iter();
+        let matching = matching_versions(base, "", params, lookup);
+        // The `_vN` suffix counts the ABIs of its base: `cuGraphAddNode_v2` is the second
+        // `PFN_cuGraphAddNode_v*` and `_v3` the third (13.5: 12020, 12030, 13040), although
+        // `_v2` and `_v3` have one signature. Where that version has the declaration's
+        // signature it is the one; otherwise (typedef lists that start late) the rule below.
+        if let Some(ordinal) = abi_ordinal(declared, base) {
+            let mut all = typedef_versions(base, lookup);
+            all.sort_unstable();
+            all.dedup();
+            if let Some(&version) = all.get(ordinal - 1)
+                && matching.contains(&version)
+            {
+                return Ok((base.clone(), version));
+            }
+        }
+        let versions = matching.into_iter();
         let chosen = if oldest {
             versions.min()
         } else {

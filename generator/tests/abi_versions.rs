@@ -233,11 +233,32 @@ fn legacy_mismatches(w: &Wrapper, all: &BTreeMap<String, Vec<Typedef>>, twin: bo
         .filter(|t| t.suffix.is_empty() && t.types == chosen.types)
         .map(|t| t.version)
         .collect();
-    let want = if twin {
+    // The `_vN` suffix counts the base's ABIs (bare: the first): the N-th legacy typedef of the
+    // base, where it has the wrapper's parameter types; else the newest of those (the oldest
+    // for a bare name whose suffixed twin is declared too).
+    let mut legacy: Vec<u32> = versions
+        .iter()
+        .filter(|t| t.suffix.is_empty())
+        .map(|t| t.version)
+        .collect();
+    legacy.sort_unstable();
+    legacy.dedup();
+    let ordinal = if w.name == w.base {
+        Some(1)
+    } else {
+        w.name
+            .strip_prefix(w.base.as_str())
+            .and_then(|r| r.strip_prefix("_v"))
+            .and_then(|n| n.parse::<usize>().ok())
+    };
+    let by_ordinal = ordinal
+        .and_then(|n| legacy.get(n.wrapping_sub(1)))
+        .filter(|v| same.contains(v));
+    let want = by_ordinal.or(if twin {
         same.iter().min()
     } else {
         same.iter().max()
-    };
+    });
     if want != Some(&w.version) {
         out.push(format!(
             "{}: version {}, but typedefs {:?} of {} have its parameter types ({})",
@@ -245,7 +266,9 @@ fn legacy_mismatches(w: &Wrapper, all: &BTreeMap<String, Vec<Typedef>>, twin: bo
             w.version,
             same,
             w.base,
-            if twin {
+            if by_ordinal.is_some() {
+                "its _vN suffix names the N-th"
+            } else if twin {
                 "the oldest wins"
             } else {
                 "the newest wins"
