@@ -827,6 +827,13 @@ impl PinCheckout {
         for f in ["generator/inputs.lock", "generator/targets.txt"] {
             std::fs::copy(here.join(f), root.path().join(f)).unwrap();
         }
+        // The configuration the xtask loads once holds the templates too.
+        let templates = root.path().join("templates");
+        std::fs::create_dir_all(&templates).unwrap();
+        for e in std::fs::read_dir(here.join("templates")).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, templates.join(p.file_name().unwrap())).unwrap();
+        }
         let cache = tempfile::tempdir().unwrap();
         let wheels = cache.path().join("wheels");
         std::fs::create_dir_all(&wheels).unwrap();
