@@ -196,6 +196,9 @@ pub fn generate_crate(
     let mut module_list = writer::write_bindings_mod(&models);
     if let Some(newest) = config.targets.last() {
         module_list.items.push(newest_target_macro(*newest));
+        module_list
+            .items
+            .push(newest_of_major_macro(&config.targets));
     }
     unfilled(std::path::Path::new(emit::BINDINGS_MOD), &module_list)?;
     let mut files: Vec<GeneratedFile> = generated.iter().flat_map(|g| g.files.clone()).collect();
@@ -226,6 +229,36 @@ fn newest_target_macro(newest: Ctk) -> syn::Item {
             ($callback:ident) => {
                 $crate::#part!($callback);
             };
+        }
+    }
+}
+
+/// `newest_target_of_major!(12, callback)`: `for_each_target!` for the newest listed target of
+/// that CUDA major version (12 or 13), or the newest listed target where none has it, so that
+/// hand-written code that needs one target per runtime library (`libcudart.so.12`, `.13`) names
+/// none and builds with any target list.
+fn newest_of_major_macro(targets: &[Ctk]) -> syn::Item {
+    let newest = *targets.last().expect("a target");
+    let arms = [12u32, 13].map(|major| {
+        let ctk = targets
+            .iter()
+            .rev()
+            .find(|c| c.major() == major)
+            .copied()
+            .unwrap_or(newest);
+        let part = quote::format_ident!("__hostcb_target_{}", ctk.module());
+        let major = proc_macro2::Literal::u32_unsuffixed(major);
+        quote::quote! { (#major, $callback:ident) => { $crate::#part!($callback); }; }
+    });
+    let doc = " Calls `$callback!` as [`for_each_target!`](crate::for_each_target) does, for the \
+               newest target of `generator/targets.txt` whose CUDA major version is the first \
+               argument (12 or 13), or the newest target where none is; only when its feature is \
+               enabled.";
+    syn::parse_quote! {
+        #[doc = #doc]
+        #[macro_export]
+        macro_rules! newest_target_of_major {
+            #(#arms)*
         }
     }
 }

@@ -12,11 +12,24 @@ use std::ptr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicPtr, AtomicU64};
 
-use cuda_hostcb::ctk_12_9::runtime as rt12;
-use cuda_hostcb::ctk_13_0::driver as cu;
-use cuda_hostcb::ctk_13_0::runtime as rt13;
 use cuda_hostcb_safe::CaptureMode;
-use cuda_hostcb_safe::ctk_13_0::{Context, Graph, GraphExec, Stream};
+
+// The bindings measured: the newest target of each CUDA major version (no hand-written file names
+// a target). The stub driver acts as a 13.0 driver; every function these paths call is older.
+macro_rules! thirteen {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        use cuda_hostcb::$target::driver as cu;
+        use cuda_hostcb::$target::runtime as rt13;
+        use cuda_hostcb_safe::$target::{Context, Graph, GraphExec, Stream};
+    };
+}
+cuda_hostcb::newest_target_of_major!(13, thirteen);
+macro_rules! twelve {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        use cuda_hostcb::$target::runtime as rt12;
+    };
+}
+cuda_hostcb::newest_target_of_major!(12, twelve);
 
 use crate::stub::{self, Count, RtCount};
 
@@ -130,7 +143,7 @@ pub const PATHS: &[Path] = &[
     ),
     path(
         "ours_driver_launch",
-        "ours: ctk_13_0::driver::cuLaunchHostFunc(..)",
+        "ours: driver::cuLaunchHostFunc(..) (newest 13.x target)",
         hostcb_one_ours_driver_launch,
         Kind::Launch,
     ),
@@ -154,7 +167,7 @@ pub const PATHS: &[Path] = &[
     ),
     path(
         "ours_rt13_launch",
-        "ours: ctk_13_0::runtime::cudaLaunchHostFunc(..)",
+        "ours: runtime::cudaLaunchHostFunc(..) (newest 13.x target)",
         hostcb_one_ours_rt13_launch,
         Kind::RtLaunch(13),
     ),
@@ -166,7 +179,7 @@ pub const PATHS: &[Path] = &[
     ),
     path(
         "ours_rt12_launch",
-        "ours: ctk_12_9::runtime::cudaLaunchHostFunc(..)",
+        "ours: runtime::cudaLaunchHostFunc(..) (newest 12.x target)",
         hostcb_one_ours_rt12_launch,
         Kind::RtLaunch(12),
     ),
