@@ -3,8 +3,9 @@
 //!
 //! Two one-file programs call `cuLaunchHostFunc` and `cudaLaunchHostFunc` (only when given an
 //! argument; the build is what is measured): one through `cuda-hostcb` with one target's
-//! feature, one through `cudarc` (crates.io, [`CUDARC`], without default features: `std`,
-//! `driver`, `runtime`, the CUDA version feature of the same target, `dynamic-loading`, so
+//! feature and no default features (the default, `all-targets`, builds every target), one
+//! through `cudarc` (crates.io, [`CUDARC`], without default features: `std`, `driver`,
+//! `runtime`, the CUDA version feature of the same target, `dynamic-loading`, so
 //! neither links CUDA at build time). Each is built from an empty `CARGO_TARGET_DIR`, interleaved,
 //! in the dev and the release profile, after an untimed `cargo fetch`, under `/usr/bin/time`
 //! for wall, user and system time. cudarc has no feature for its `sys` layer alone: `driver`
@@ -91,7 +92,7 @@ pub fn run(ws: &Config, args: Args) -> anyhow::Result<()> {
     let ours = project(
         &base.join("ours"),
         &format!(
-            "cuda-hostcb = {{ path = \"{}\", features = [\"{}\"] }}",
+            "cuda-hostcb = {{ path = \"{}\", default-features = false, features = [\"{}\"] }}",
             generated.display(),
             ctk.feature()
         ),
