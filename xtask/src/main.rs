@@ -5,7 +5,7 @@
 //! - `pin --ctk <MAJOR.MINOR> [--repin]`: pin the newest header packages of a target in the lock;
 //! - `verify [PATH...]`: check every seal (no headers, no libclang);
 //! - `check`: regenerate in memory and fail if anything committed differs;
-//! - `diff A B`: print what changes between the models of two pinned targets;
+//! - `diff A B [--exit-code]`: print what changes between the models of two pinned targets;
 //! - `bench-cold`: cold builds of a one-target program against cudarc, sizes, oracle counts;
 //! - `layout --ctk <all-pinned|all|MAJOR.MINOR>`: the layout oracle over pinned targets, in a
 //!   scratch copy;
@@ -40,8 +40,9 @@ use hostcb_seal::{CTK_PLACEHOLDER, Source, VerifyOptions, VerifyRoot};
     about = "Maintenance commands of the CUDA host-callback bindings",
     after_help = "Exit status: 0 on success; 1 on a failure, after one `error:` line that says \
                   what is wrong and what to do (verify: a seal fails; check: output is stale); \
-                  2 on a usage error. diff reports differences and exits 0 whether or not the \
-                  targets differ."
+                  2 on a usage error. diff exits 0 whether or not the targets differ; with \
+                  --exit-code it exits 1 when they differ (no `error:` line: its summary line \
+                  counts the differences) and 0 when they do not."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -90,12 +91,15 @@ enum Command {
     },
     /// Compare the models of two pinned targets (any of generator/inputs.lock): functions, ABI
     /// versions, signatures, types, fields and enum values added, removed or changed. Exits 0
-    /// whether or not they differ.
+    /// whether or not they differ, unless --exit-code is given.
     Diff {
         /// The older target, MAJOR.MINOR.
         a: String,
         /// The newer target, MAJOR.MINOR.
         b: String,
+        /// Exit 1 when the targets differ and 0 when they do not, as `git diff --exit-code`.
+        #[arg(long)]
+        exit_code: bool,
     },
     /// Check gcc's layout of every struct, union and enum against rustc's for pinned targets
     /// (all-pinned, all, or one), in a scratch copy of the workspace (nothing committed changes).
@@ -115,7 +119,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             // Every error of the generator carries its cause in its own one-line message.
             eprintln!("error: {e}");
@@ -213,12 +217,14 @@ fn targets_from(config: &Config) -> String {
     }
 }
 
-fn run(command: Command) -> anyhow::Result<()> {
+/// Runs one command; the exit status on success is 0, except `diff --exit-code` over targets
+/// that differ (1, as `git diff --exit-code`).
+fn run(command: Command) -> anyhow::Result<ExitCode> {
     let root = workspace_root()?;
     sources::ensure_built_from(&root)?;
     // What the generator reads of the environment, read here once; below, only the configuration.
     let load = || Config::load(&root, &Environment::of_process());
-    match command {
+    let done = match command {
         Command::Regen {
             ctk,
             cuda_home,
@@ -243,12 +249,20 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Check { ctk } => check(&load()?, &ctk),
         Command::Pin { ctk, repin } => pin::run(&load()?, &ctk, repin),
-        Command::Diff { a, b } => diff(&load()?, &a, &b),
+        Command::Diff { a, b, exit_code } => {
+            let differ = diff(&load()?, &a, &b)?;
+            return Ok(if differ && exit_code {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
         Command::Test => ci::run(&root),
         Command::Bench(args) => bench::run(&load()?, args),
         Command::Layout(args) => layout::run(&load()?, args),
         Command::BenchCold(args) => coldbench::run(&load()?, args),
-    }
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }
 
 /// One line per generated target, as it is done.
@@ -427,7 +441,8 @@ fn pinned(lock: &Lock, given: &str) -> anyhow::Result<Ctk> {
     }
 }
 
-fn diff(config: &Config, a: &str, b: &str) -> anyhow::Result<()> {
+/// Prints the differences between the models of `a` and `b`; returns whether there are any.
+fn diff(config: &Config, a: &str, b: &str) -> anyhow::Result<bool> {
     let (a, b) = (pinned(config.lock(), a)?, pinned(config.lock(), b)?);
     let started = Instant::now();
     let from = pipeline::read_model(config, a, &Options::default())?;
@@ -439,7 +454,7 @@ fn diff(config: &Config, a: &str, b: &str) -> anyhow::Result<()> {
         diff.differences.len(),
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(!diff.differences.is_empty())
 }
 
 fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
