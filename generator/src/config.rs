@@ -44,8 +44,11 @@ impl Environment {
 pub struct Config {
     /// The workspace root the configuration was read from.
     pub root: PathBuf,
-    /// The targets the generated crate holds (`generator/targets.txt`), oldest first.
+    /// The targets the generated crate at `out` holds, oldest first: this checkout's
+    /// `generator/targets.txt`, or that tree's own list ([`Config::for_out`]).
     pub targets: Vec<Ctk>,
+    /// Where `targets` was read from.
+    pub targets_from: TargetsFrom,
     /// The pinned inputs, the input cache and the libclang choice.
     pub inputs: InputConfig,
     /// The driver API's deny-list.
@@ -74,6 +77,19 @@ pub enum ConfigError {
     /// The templates.
     #[error(transparent)]
     Template(#[from] TemplateError),
+    /// The target list of an output tree (its generated crate's `Cargo.toml`).
+    #[error(transparent)]
+    Out(#[from] crate::emit::EmitError),
+}
+
+/// Where the target list of a generated crate comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetsFrom {
+    /// A checkout's `generator/targets.txt` (this file).
+    List(PathBuf),
+    /// The generated features (`ctk-*`) of a generated crate's `Cargo.toml` (this file), for a
+    /// crate folder that lies in no checkout with a target list.
+    Manifest(PathBuf),
 }
 
 impl Config {
@@ -87,6 +103,7 @@ impl Config {
         Ok(Config {
             root: root.to_path_buf(),
             targets: Self::listed_targets(root)?,
+            targets_from: TargetsFrom::List(root.join(TARGETS_PATH)),
             inputs: InputConfig {
                 lock: Lock::load(&root.join(LOCK_PATH))?,
                 cache,
@@ -96,6 +113,34 @@ impl Config {
             runtime_list: DenyList::load(&root.join("generator/allowlist/runtime.txt"))?,
             templates: Templates::load(&root.join("templates"))?,
             out: root.join("generated"),
+        })
+    }
+
+    /// This configuration writing (or checking) the generated crate at `out` instead (`regen
+    /// --out`), for the target list of that tree: when `out` is the `generated/` folder of a
+    /// checkout with a `generator/targets.txt`, that list; otherwise the `ctk-*` features its
+    /// `Cargo.toml` declares ([`emit::manifest_targets`](crate::emit::manifest_targets)). So
+    /// the all-target files written there (`src/bindings/mod.rs`, the cargo features) name the
+    /// targets that tree holds, not this checkout's. Everything else (lock, deny-lists,
+    /// templates, cache) stays this checkout's: they are the generator.
+    pub fn for_out(self, out: PathBuf) -> Result<Self, ConfigError> {
+        let list = std::fs::canonicalize(&out)
+            .ok()
+            .filter(|dir| dir.file_name().is_some_and(|n| n == "generated"))
+            .and_then(|dir| Some(dir.parent()?.join(TARGETS_PATH)))
+            .filter(|list| list.is_file());
+        let (targets, targets_from) = match list {
+            Some(list) => (TargetList::load(&list)?.targets, TargetsFrom::List(list)),
+            None => (
+                crate::emit::manifest_targets(&out)?,
+                TargetsFrom::Manifest(out.join(crate::emit::MANIFEST)),
+            ),
+        };
+        Ok(Config {
+            targets,
+            targets_from,
+            out,
+            ..self
         })
     }
 

@@ -14,8 +14,25 @@ use crate::inputs::Provenance;
 /// Spelled with an escape so that the generator's own source never looks generated.
 const GENERATED: &str = "\x40generated";
 
-/// The generator's name and version, as recorded in headers and provenance.
-pub const GENERATOR: &str = concat!("hostcb-generator ", env!("CARGO_PKG_VERSION"));
+/// The generator's package name.
+pub const GENERATOR_NAME: &str = "hostcb-generator";
+
+/// The generator's version (the same in every checkout of one release: it does not tell two
+/// generators apart; [`crate::BUILT_FROM_SOURCES`] does).
+pub const GENERATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Which generator makes the files, as their headers record it: its name, its version and the
+/// SHA-256 of the sources it was compiled from ([`crate::BUILT_FROM_SOURCES`]), e.g.
+/// `hostcb-generator 0.1.0 (sources sha256 3f2a...)`. Every change under `generator/src/`
+/// changes it, so a generator change rewrites every generated file, and `cargo xtask check` can
+/// tell files that another checkout's generator made.
+pub const GENERATOR: &str = concat!(
+    "hostcb-generator ",
+    env!("CARGO_PKG_VERSION"),
+    " (sources sha256 ",
+    env!("HOSTCB_BUILT_FROM_SOURCES"),
+    ")"
+);
 
 /// One output file: its path relative to the generated crate's root, and its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -143,42 +160,8 @@ pub fn bindings_mod(file: &syn::File) -> Result<GeneratedFile, EmitError> {
 /// feature per target and `all-targets`. The rest of the file is the maintainers' and is kept
 /// byte for byte.
 pub fn manifest(root: &Path, targets: &[Ctk]) -> Result<GeneratedFile, EmitError> {
-    let path = root.join(MANIFEST);
-    let text = match read_regular(&path)? {
-        Some(bytes) => String::from_utf8(bytes).map_err(|_| EmitError::Manifest {
-            path: path.clone(),
-            problem: "is not UTF-8".to_owned(),
-        })?,
-        None => {
-            return Err(EmitError::Manifest {
-                path,
-                problem: "does not exist".to_owned(),
-            });
-        }
-    };
-    let region = |line: &str| line.trim_end() == FEATURES_BEGIN || line.trim_end() == FEATURES_END;
-    let marks: Vec<usize> = text
-        .split_inclusive('\n')
-        .enumerate()
-        .filter(|(_, l)| region(l))
-        .map(|(i, _)| i)
-        .collect();
+    let (text, begin, end) = manifest_features(root)?;
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let (begin, end) = match marks.as_slice() {
-        [b, e]
-            if lines[*b].trim_end() == FEATURES_BEGIN && lines[*e].trim_end() == FEATURES_END =>
-        {
-            (*b, *e)
-        }
-        _ => {
-            return Err(EmitError::Manifest {
-                path,
-                problem: format!(
-                    "needs one line `{FEATURES_BEGIN}` and, after it, one line `{FEATURES_END}` in its [features] table"
-                ),
-            });
-        }
-    };
     let mut out: String = lines[..=begin].concat();
     for ctk in targets {
         out.push_str(&format!("{} = []\n", ctk.feature()));
@@ -196,6 +179,128 @@ pub fn manifest(root: &Path, targets: &[Ctk]) -> Result<GeneratedFile, EmitError
         path: PathBuf::from(MANIFEST),
         contents: out,
     })
+}
+
+/// The targets whose features the generated features of the generated crate's `Cargo.toml`
+/// under `root` declare (`ctk-<major>-<minor> = ...` between [`FEATURES_BEGIN`] and
+/// [`FEATURES_END`]), oldest first: the target list of a generated crate that lies in no
+/// checkout with a `generator/targets.txt` (what `regen --out` writes for such a folder).
+pub fn manifest_targets(root: &Path) -> Result<Vec<Ctk>, EmitError> {
+    let (text, begin, end) = manifest_features(root)?;
+    let mut targets: Vec<Ctk> = text
+        .split_inclusive('\n')
+        .take(end)
+        .skip(begin + 1)
+        .filter_map(|line| {
+            let (key, _) = line.split_once('=')?;
+            let (major, minor) = key.trim().strip_prefix("ctk-")?.split_once('-')?;
+            format!("{major}.{minor}").parse::<Ctk>().ok()
+        })
+        .collect();
+    targets.sort();
+    targets.dedup();
+    if targets.is_empty() {
+        return Err(EmitError::Manifest {
+            path: root.join(MANIFEST),
+            problem: format!(
+                "declares no `ctk-<major>-<minor>` feature between `{FEATURES_BEGIN}` and `{FEATURES_END}`, so it names no target to write"
+            ),
+        });
+    }
+    Ok(targets)
+}
+
+/// The text of the generated crate's `Cargo.toml` under `root` and the line numbers (0-based)
+/// of its [`FEATURES_BEGIN`] and [`FEATURES_END`] lines.
+fn manifest_features(root: &Path) -> Result<(String, usize, usize), EmitError> {
+    let path = root.join(MANIFEST);
+    let text = match read_regular(&path)? {
+        Some(bytes) => String::from_utf8(bytes).map_err(|_| EmitError::Manifest {
+            path: path.clone(),
+            problem: "is not UTF-8".to_owned(),
+        })?,
+        None => {
+            return Err(EmitError::Manifest {
+                path,
+                problem: "does not exist".to_owned(),
+            });
+        }
+    };
+    let region = |line: &str| line.trim_end() == FEATURES_BEGIN || line.trim_end() == FEATURES_END;
+    let marks: Vec<(usize, &str)> = text
+        .split_inclusive('\n')
+        .enumerate()
+        .filter(|(_, l)| region(l))
+        .collect();
+    match marks.as_slice() {
+        [(b, first), (e, last)]
+            if first.trim_end() == FEATURES_BEGIN && last.trim_end() == FEATURES_END =>
+        {
+            let (b, e) = (*b, *e);
+            Ok((text, b, e))
+        }
+        _ => Err(EmitError::Manifest {
+            path,
+            problem: format!(
+                "needs one line `{FEATURES_BEGIN}` and, after it, one line `{FEATURES_END}` in its [features] table"
+            ),
+        }),
+    }
+}
+
+/// Which generator made a generated file, as its header line records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedGenerator {
+    /// The generator's version.
+    pub version: String,
+    /// The SHA-256 of the generator's sources; `None` for a file made before generators
+    /// recorded it.
+    pub sources: Option<String>,
+}
+
+impl RecordedGenerator {
+    /// The generator running now.
+    pub fn this() -> Self {
+        RecordedGenerator {
+            version: GENERATOR_VERSION.to_owned(),
+            sources: Some(crate::BUILT_FROM_SOURCES.to_owned()),
+        }
+    }
+
+    /// Reads the header line of a generated file (its first line): `None` when it is not the
+    /// header this generator writes.
+    pub fn of_file(contents: &[u8]) -> Option<Self> {
+        let first = contents.split(|b| *b == b'\n').next()?;
+        let first = std::str::from_utf8(first).ok()?;
+        let by = format!("{GENERATED} by {GENERATOR_NAME} ");
+        let rest = &first[first.find(&by)? + by.len()..];
+        let (version, rest) = rest.split_once(' ')?;
+        let sources = rest
+            .strip_prefix("(sources sha256 ")
+            .and_then(|r| r.split_once(')'))
+            .map(|(hash, _)| hash.to_owned());
+        Some(RecordedGenerator {
+            version: version.to_owned(),
+            sources,
+        })
+    }
+}
+
+impl std::fmt::Display for RecordedGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.sources {
+            Some(hash) => write!(
+                f,
+                "{GENERATOR_NAME} {} (sources sha256 {hash})",
+                self.version
+            ),
+            None => write!(
+                f,
+                "{GENERATOR_NAME} {} (of sources it did not record)",
+                self.version
+            ),
+        }
+    }
 }
 
 fn header(ctk: Ctk, prefix: &str) -> String {
@@ -219,8 +324,8 @@ pub fn provenance_file(
     let mut body = String::new();
     body.push_str("# Provenance of the generated bindings of this target.\n\n");
     body.push_str(&format!(
-        "[generator]\nname = \"hostcb-generator\"\nversion = \"{}\"\n\n",
-        env!("CARGO_PKG_VERSION")
+        "[generator]\nname = \"{GENERATOR_NAME}\"\nversion = \"{GENERATOR_VERSION}\"\nsources_sha256 = \"{}\"\n\n",
+        crate::BUILT_FROM_SOURCES
     ));
     body.push_str(&format!(
         "[target]\nctk = \"{ctk}\"\ncuda_version = {}\n",
@@ -768,6 +873,88 @@ mod tests {
                 assert!(files.contains(&path), "{}", path.display());
             }
         }
+    }
+
+    #[test]
+    fn headers_record_the_generator_and_its_sources() {
+        let file = seal_file(
+            Ctk::V12_9,
+            target_dir(Ctk::V12_9).join("driver.rs"),
+            "//",
+            "pub fn d() {}\n".to_owned(),
+        )
+        .unwrap();
+        let first = file.contents.lines().next().unwrap();
+        assert!(
+            first.contains(&format!(
+                "by hostcb-generator {GENERATOR_VERSION} (sources sha256 {}) from the CTK 12.9 headers",
+                crate::BUILT_FROM_SOURCES
+            )),
+            "{first}"
+        );
+        let recorded = RecordedGenerator::of_file(file.contents.as_bytes()).unwrap();
+        assert_eq!(recorded, RecordedGenerator::this());
+        assert_eq!(recorded.to_string(), GENERATOR);
+        // A file of a generator that recorded no source hash, and of another generator.
+        let old = format!(
+            "// {GENERATED} by hostcb-generator 0.1.0 from the CTK 12.9 headers. Do not edit.\n"
+        );
+        let old = RecordedGenerator::of_file(old.as_bytes()).unwrap();
+        assert_eq!(old.sources, None);
+        assert_ne!(old, RecordedGenerator::this());
+        let other = file
+            .contents
+            .replacen(crate::BUILT_FROM_SOURCES, &"0".repeat(64), 1);
+        let other = RecordedGenerator::of_file(other.as_bytes()).unwrap();
+        assert_eq!(other.sources.as_deref(), Some("0".repeat(64).as_str()));
+        assert!(RecordedGenerator::of_file(b"pub fn d() {}\n").is_none());
+
+        let provenance = provenance_file(Ctk::V12_9, &[], &[&file]).unwrap();
+        assert!(
+            provenance.contents.contains(&format!(
+                "\n[generator]\nname = \"hostcb-generator\"\nversion = \"{GENERATOR_VERSION}\"\nsources_sha256 = \"{}\"\n",
+                crate::BUILT_FROM_SOURCES
+            )),
+            "{}",
+            provenance.contents
+        );
+    }
+
+    #[test]
+    fn manifest_targets_are_the_generated_features() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |features: &str| {
+            std::fs::write(
+                dir.path().join(MANIFEST),
+                format!(
+                    "[package]\nname = \"cuda-hostcb\"\n\n[features]\nctk-9-9 = []\n{FEATURES_BEGIN}\n{features}{FEATURES_END}\n"
+                ),
+            )
+            .unwrap();
+        };
+        write(
+            "ctk-13-0 = []\nctk-12-9 = []\nall-targets = [\"ctk-12-9\", \"ctk-13-0\"]\nnewest-target = [\"ctk-13-0\"]\n",
+        );
+        assert_eq!(
+            manifest_targets(dir.path()).unwrap(),
+            [Ctk::V12_9, Ctk::V13_0]
+        );
+        // What regen writes there for that list is the same region.
+        let written = manifest(dir.path(), &[Ctk::V12_9, Ctk::V13_0]).unwrap();
+        std::fs::write(dir.path().join(MANIFEST), &written.contents).unwrap();
+        assert_eq!(
+            manifest_targets(dir.path()).unwrap(),
+            [Ctk::V12_9, Ctk::V13_0]
+        );
+        write("all-targets = []\n");
+        let err = manifest_targets(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("declares no `ctk-<major>-<minor>` feature"),
+            "{err}"
+        );
+        std::fs::write(dir.path().join(MANIFEST), "[package]\n").unwrap();
+        let err = manifest_targets(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("needs one line"), "{err}");
     }
 
     #[test]

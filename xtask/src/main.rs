@@ -1,10 +1,11 @@
 //! `cargo xtask`: the project's maintenance commands.
 //!
-//! - `regen --ctk <MAJOR.MINOR|all> [--cuda-home DIR] [--out DIR]`: (re)generate bindings;
+//! - `regen --ctk <MAJOR.MINOR|all> [--cuda-home DIR] [--out DIR]`: (re)generate bindings (under
+//!   `--out`, for the target list of that tree);
 //! - `pin --ctk <MAJOR.MINOR> [--repin]`: pin the newest header packages of a target in the lock;
 //! - `verify [PATH...]`: check every seal (no headers, no libclang);
 //! - `check`: regenerate in memory and fail if anything committed differs;
-//! - `diff A B`: print what changes between the models of two pinned targets;
+//! - `diff A B [--exit-code]`: print what changes between the models of two pinned targets;
 //! - `bench-cold`: cold builds of a one-target program against cudarc, sizes, oracle counts;
 //! - `layout --ctk <all-pinned|all|MAJOR.MINOR>`: the layout oracle over pinned targets, in a
 //!   scratch copy;
@@ -24,8 +25,8 @@ use std::time::Instant;
 use anyhow::bail;
 use clap::{Parser, Subcommand};
 use hostcb_generator::Ctk;
-use hostcb_generator::config::{Config, Environment};
-use hostcb_generator::emit::{self, Mode, TreeReport};
+use hostcb_generator::config::{Config, Environment, TARGETS_PATH, TargetsFrom};
+use hostcb_generator::emit::{self, Mode, RecordedGenerator, TreeReport};
 use hostcb_generator::inputs::Lock;
 use hostcb_generator::pipeline::{self, Generated, Options};
 use hostcb_generator::target::spelled;
@@ -39,8 +40,9 @@ use hostcb_seal::{CTK_PLACEHOLDER, Source, VerifyOptions, VerifyRoot};
     about = "Maintenance commands of the CUDA host-callback bindings",
     after_help = "Exit status: 0 on success; 1 on a failure, after one `error:` line that says \
                   what is wrong and what to do (verify: a seal fails; check: output is stale); \
-                  2 on a usage error. diff reports differences and exits 0 whether or not the \
-                  targets differ."
+                  2 on a usage error. diff exits 0 whether or not the targets differ; with \
+                  --exit-code it exits 1 when they differ (no `error:` line: its summary line \
+                  counts the differences) and 0 when they do not."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -57,7 +59,9 @@ enum Command {
         /// Read the headers of a local CUDA toolkit (its CUDA_VERSION must match --ctk).
         #[arg(long, value_name = "DIR")]
         cuda_home: Option<PathBuf>,
-        /// Write the generated crate's files under DIR instead of generated/ (e.g. a backport checkout).
+        /// Write the generated crate at DIR instead of generated/ (e.g. a maintenance checkout's
+        /// generated/), for DIR's own target list: its checkout's generator/targets.txt, else the
+        /// ctk-* features of DIR/Cargo.toml; a --ctk target that list lacks is refused.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
@@ -87,12 +91,15 @@ enum Command {
     },
     /// Compare the models of two pinned targets (any of generator/inputs.lock): functions, ABI
     /// versions, signatures, types, fields and enum values added, removed or changed. Exits 0
-    /// whether or not they differ.
+    /// whether or not they differ, unless --exit-code is given.
     Diff {
         /// The older target, MAJOR.MINOR.
         a: String,
         /// The newer target, MAJOR.MINOR.
         b: String,
+        /// Exit 1 when the targets differ and 0 when they do not, as `git diff --exit-code`.
+        #[arg(long)]
+        exit_code: bool,
     },
     /// Check gcc's layout of every struct, union and enum against rustc's for pinned targets
     /// (all-pinned, all, or one), in a scratch copy of the workspace (nothing committed changes).
@@ -112,7 +119,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             // Every error of the generator carries its cause in its own one-line message.
             eprintln!("error: {e}");
@@ -143,10 +150,23 @@ fn workspace_root() -> anyhow::Result<PathBuf> {
     }
 }
 
-/// The targets a `--ctk` value names: `all` is every target of `generator/targets.txt`; one
-/// target must be listed there (its files live in the generated crate beside the others).
+/// The targets a `--ctk` value names: `all` is every target of the output tree's list (this
+/// checkout's `generator/targets.txt`, or, under `regen --out`, that tree's own list); one target
+/// must be on that list (its files live in the generated crate beside the others).
 fn targets(config: &Config, ctk: &str) -> anyhow::Result<Vec<Ctk>> {
     let listed = &config.targets;
+    let lock = config.lock();
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let own = matches!(&config.targets_from, TargetsFrom::List(list)
+        if canonical(list) == canonical(&config.root.join(TARGETS_PATH)));
+    if !own && let Some(unpinned) = listed.iter().find(|c| !lock.targets().contains(c)) {
+        bail!(
+            "the tree at {} holds CTK {unpinned} ({} lists {}), which this checkout's generator/inputs.lock does not pin; pin it here with cargo xtask pin --ctk {unpinned}, or take it off that list (nothing was written)",
+            config.out.display(),
+            targets_from(config),
+            spelled(listed)
+        );
+    }
     if ctk == "all" {
         return Ok(listed.clone());
     }
@@ -154,7 +174,25 @@ fn targets(config: &Config, ctk: &str) -> anyhow::Result<Vec<Ctk>> {
     if listed.contains(&one) {
         return Ok(vec![one]);
     }
-    let lock = config.lock();
+    if !own {
+        let how = match &config.targets_from {
+            TargetsFrom::List(list) => format!(
+                "add {one} to {} (keep it sorted) and run this again",
+                list.display()
+            ),
+            TargetsFrom::Manifest(manifest) => format!(
+                "add the line `{} = []` to the generated features of {} and run this again",
+                one.feature(),
+                manifest.display()
+            ),
+        };
+        bail!(
+            "CTK {one} is not a target of the tree at {}: {} lists {}; {how}, or pick a target it lists (nothing was written)",
+            config.out.display(),
+            targets_from(config),
+            spelled(listed)
+        );
+    }
     if lock.targets().contains(&one) {
         bail!(
             "CTK {one} is pinned but generated/ does not hold it: add {one} to generator/targets.txt (which lists {}), then run cargo xtask regen --ctk all",
@@ -168,12 +206,25 @@ fn targets(config: &Config, ctk: &str) -> anyhow::Result<Vec<Ctk>> {
     )
 }
 
-fn run(command: Command) -> anyhow::Result<()> {
+/// Where the target list of the output tree comes from, for messages.
+fn targets_from(config: &Config) -> String {
+    match &config.targets_from {
+        TargetsFrom::List(list) => list.display().to_string(),
+        TargetsFrom::Manifest(manifest) => format!(
+            "the generated features of {} (no generator/targets.txt lies beside that folder)",
+            manifest.display()
+        ),
+    }
+}
+
+/// Runs one command; the exit status on success is 0, except `diff --exit-code` over targets
+/// that differ (1, as `git diff --exit-code`).
+fn run(command: Command) -> anyhow::Result<ExitCode> {
     let root = workspace_root()?;
     sources::ensure_built_from(&root)?;
     // What the generator reads of the environment, read here once; below, only the configuration.
     let load = || Config::load(&root, &Environment::of_process());
-    match command {
+    let done = match command {
         Command::Regen {
             ctk,
             cuda_home,
@@ -198,12 +249,20 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Check { ctk } => check(&load()?, &ctk),
         Command::Pin { ctk, repin } => pin::run(&load()?, &ctk, repin),
-        Command::Diff { a, b } => diff(&load()?, &a, &b),
+        Command::Diff { a, b, exit_code } => {
+            let differ = diff(&load()?, &a, &b)?;
+            return Ok(if differ && exit_code {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
         Command::Test => ci::run(&root),
         Command::Bench(args) => bench::run(&load()?, args),
         Command::Layout(args) => layout::run(&load()?, args),
         Command::BenchCold(args) => coldbench::run(&load()?, args),
-    }
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }
 
 /// One line per generated target, as it is done.
@@ -232,11 +291,20 @@ fn report_kept(root: &Path, report: &TreeReport) {
 }
 
 fn regen(
-    mut config: Config,
+    config: Config,
     ctk: &str,
     cuda_home: Option<PathBuf>,
     out: Option<PathBuf>,
 ) -> anyhow::Result<()> {
+    // Another tree is written for its own target list: its all-target files (the module list,
+    // the cargo features, the target macros) name what it holds.
+    let config = match out {
+        Some(out) => {
+            output_folder(&out)?;
+            config.for_out(out)?
+        }
+        None => config,
+    };
     let ctks = targets(&config, ctk)?;
     if cuda_home.is_some() && ctks.len() != 1 {
         bail!(
@@ -244,27 +312,8 @@ fn regen(
             spelled(&config.targets)
         );
     }
-    if let Some(out) = out {
-        config.out = out;
-    }
     let root = config.out.clone();
-    match std::fs::metadata(&root) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => bail!(
-            "the output directory {} is not a folder; pass the folder of the generated crate as --out DIR (nothing was written)",
-            root.display()
-        ),
-        Err(_) => bail!(
-            "the output directory {} does not exist; create it or pass an existing --out DIR",
-            root.display()
-        ),
-    }
-    if !is_generated_crate(&root)? {
-        bail!(
-            "--out {} is not the folder of the generated crate: it has no Cargo.toml of the package {GENERATED_PACKAGE}; point --out at the generated/ folder of a checkout (nothing was written)",
-            root.display()
-        );
-    }
+    output_folder(&root)?;
     let started = Instant::now();
     let output = pipeline::generate_crate(&config, &ctks, &Options { cuda_home }, report_target)?;
     let summary = emit::ensure_tree(&root, &output.files, output.complete, Mode::Write)?;
@@ -286,6 +335,28 @@ fn regen(
         summary.deleted.len(),
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// Refuses an output folder that is not the folder of the generated crate.
+fn output_folder(root: &Path) -> anyhow::Result<()> {
+    match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => bail!(
+            "the output directory {} is not a folder; pass the folder of the generated crate as --out DIR (nothing was written)",
+            root.display()
+        ),
+        Err(_) => bail!(
+            "the output directory {} does not exist; create it or pass an existing --out DIR",
+            root.display()
+        ),
+    }
+    if !is_generated_crate(root)? {
+        bail!(
+            "--out {} is not the folder of the generated crate: it has no Cargo.toml of the package {GENERATED_PACKAGE}; point --out at the generated/ folder of a checkout (nothing was written)",
+            root.display()
+        );
+    }
     Ok(())
 }
 
@@ -370,7 +441,8 @@ fn pinned(lock: &Lock, given: &str) -> anyhow::Result<Ctk> {
     }
 }
 
-fn diff(config: &Config, a: &str, b: &str) -> anyhow::Result<()> {
+/// Prints the differences between the models of `a` and `b`; returns whether there are any.
+fn diff(config: &Config, a: &str, b: &str) -> anyhow::Result<bool> {
     let (a, b) = (pinned(config.lock(), a)?, pinned(config.lock(), b)?);
     let started = Instant::now();
     let from = pipeline::read_model(config, a, &Options::default())?;
@@ -382,7 +454,7 @@ fn diff(config: &Config, a: &str, b: &str) -> anyhow::Result<()> {
         diff.differences.len(),
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(!diff.differences.is_empty())
 }
 
 fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
@@ -405,11 +477,49 @@ fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
             d.diff
         );
     }
+    let others = other_generators(&config.out, &report);
+    if let Some((other, files)) = others.iter().next() {
+        let also = match others.len() {
+            1 => String::new(),
+            n => format!(" ({} other generators in all)", n),
+        };
+        bail!(
+            "{} generated file(s) are stale: {} of them (e.g. {}) were made by another generator, {other}{also}, not by this checkout's, {}; to keep this checkout's generator, run cargo xtask regen --ctk all; to backport the other one, bring its generator here first (git restore --source=<its commit> --staged --worktree -- generator templates xtask ':!generator/targets.txt', as the README's \"Backporting to a maintenance branch\" says), then run cargo xtask regen --ctk all here, or cargo xtask regen --ctk all --out <this checkout>/generated from the checkout it was made in",
+            diffs.len(),
+            others.values().map(Vec::len).sum::<usize>(),
+            files[0].display(),
+            RecordedGenerator::this()
+        );
+    }
     bail!(
         "{} generated file(s) are stale; run: {}",
         diffs.len(),
         fixes(&ctks, &report).join(" && ")
     )
+}
+
+/// The files of `report` that differ and whose header records another generator than this one
+/// (another version, or other sources), by generator.
+fn other_generators(
+    root: &Path,
+    report: &TreeReport,
+) -> std::collections::BTreeMap<String, Vec<PathBuf>> {
+    let this = RecordedGenerator::this();
+    let mut others = std::collections::BTreeMap::<String, Vec<PathBuf>>::new();
+    for d in &report.differences {
+        let Ok(Some(bytes)) = emit::read_regular(&root.join(&d.path)) else {
+            continue;
+        };
+        if let Some(made_by) = RecordedGenerator::of_file(&bytes)
+            && made_by != this
+        {
+            others
+                .entry(made_by.to_string())
+                .or_default()
+                .push(d.path.clone());
+        }
+    }
+    others
 }
 
 /// The regen commands that fix the differences of `report`: one per target whose own files

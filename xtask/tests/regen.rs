@@ -117,3 +117,108 @@ fn temporaries(dir: &Path) -> Vec<std::ffi::OsString> {
         .filter(|n| n.to_string_lossy().starts_with(emit::TEMP_PREFIX))
         .collect()
 }
+
+fn xtask(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .current_dir(workspace())
+        .output()
+        .expect("run xtask")
+}
+
+/// `--out` writes a tree for that tree's own target list, and refuses a target it lacks in one
+/// line, writing nothing: the list of its checkout (`<checkout>/generated` beside
+/// `<checkout>/generator/targets.txt`), else the `ctk-*` features of the folder's Cargo.toml.
+#[test]
+fn out_writes_for_the_trees_own_target_list() {
+    let checkout = tempfile::tempdir().unwrap();
+    let generated = checkout.path().join("generated");
+    std::fs::create_dir_all(&generated).unwrap();
+    std::fs::create_dir_all(checkout.path().join("generator")).unwrap();
+    std::fs::copy(
+        workspace().join("generated/Cargo.toml"),
+        generated.join("Cargo.toml"),
+    )
+    .unwrap();
+    let list = checkout.path().join("generator/targets.txt");
+    std::fs::write(&list, "12.9\n").unwrap();
+    let out = generated.to_str().unwrap();
+
+    let refused = xtask(&["regen", "--ctk", "13.0", "--out", out]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let list = list.canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "CTK 13.0 is not a target of the tree at {out}: {} lists 12.9; add 13.0 to {}",
+            list.display(),
+            list.display()
+        )) && stderr.contains("(nothing was written)"),
+        "{stderr}"
+    );
+    assert!(!generated.join("src").exists(), "the refusal wrote files");
+
+    let wrote = regen(&generated);
+    assert!(
+        wrote.contains("regen: 7 files, 7 written, 0 unchanged, 0 deleted"),
+        "{wrote}"
+    );
+    let module_list = std::fs::read_to_string(generated.join(emit::BINDINGS_MOD)).unwrap();
+    assert!(module_list.contains("pub mod ctk_12_9;"), "{module_list}");
+    for other in ["13.0", "13.5"] {
+        let ctk: Ctk = other.parse().unwrap();
+        for names in [
+            format!("pub mod {};", ctk.module()),
+            format!("feature = \"{}\"", ctk.feature()),
+            format!("| {other} |"),
+        ] {
+            assert!(!module_list.contains(&names), "{names}:\n{module_list}");
+        }
+    }
+    assert!(
+        module_list.contains("| function | 12.9 |\n"),
+        "{module_list}"
+    );
+    let manifest = std::fs::read_to_string(generated.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(
+            "ctk-12-9 = []\nall-targets = [\"ctk-12-9\"]\nnewest-target = [\"ctk-12-9\"]\n"
+        ) && !manifest.contains("ctk-13-0"),
+        "{manifest}"
+    );
+    // What regen wrote is all that verify expects of a tree listing 12.9.
+    let report = hostcb_seal::verify_tree(
+        &generated,
+        &emit::sealed_files(&[Ctk::V12_9]),
+        &hostcb_seal::VerifyOptions::default(),
+    )
+    .unwrap();
+    assert!(report.is_ok() && report.checked.len() == 6, "{report}");
+
+    // A crate folder in no checkout: the features of its Cargo.toml are its list.
+    let bare = tempfile::tempdir().unwrap();
+    std::fs::copy(generated.join("Cargo.toml"), bare.path().join("Cargo.toml")).unwrap();
+    let refused = xtask(&[
+        "regen",
+        "--ctk",
+        "13.5",
+        "--out",
+        bare.path().to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("the generated features of")
+            && stderr
+                .contains("lists 12.9; add the line `ctk-13-5 = []` to the generated features of"),
+        "{stderr}"
+    );
+    regen(bare.path());
+    assert_eq!(
+        std::fs::read(bare.path().join(emit::BINDINGS_MOD)).unwrap(),
+        module_list.as_bytes(),
+        "the same list gives the same module list"
+    );
+}

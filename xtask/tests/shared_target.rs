@@ -8,76 +8,12 @@
 //! and runs `cargo xtask check` in B: it must report B's files stale. It builds the workspace
 //! crates twice (under a minute, seeded from this test's own target dir).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod clones;
 
-fn this_checkout() -> PathBuf {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    Path::new(&dir).parent().unwrap().to_path_buf()
-}
+use std::path::Path;
+use std::process::Command;
 
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?}:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// A clone of this checkout's committed HEAD.
-fn clone_head(into: &Path) {
-    let here = this_checkout();
-    let head = run(Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .current_dir(&here));
-    let head = String::from_utf8(head.stdout).unwrap();
-    run(Command::new("git")
-        .args(["clone", "--quiet", "--no-checkout"])
-        .arg(&here)
-        .arg(into));
-    run(Command::new("git")
-        .args(["checkout", "--quiet", "--detach", head.trim()])
-        .current_dir(into));
-}
-
-/// Copies what cargo reuses (the dependencies' artifacts, build scripts and fingerprints) from
-/// the target dir this test was built in, so the shared target dir rebuilds only the workspace
-/// crates. Incremental caches and the executables in `deps/` (test binaries, most of its bytes:
-/// about 3 of 4 GB here) are left out: nothing this test builds links them.
-fn seed_target_dir(target: &Path) {
-    let exe = std::env::current_exe().unwrap();
-    let Some(profile) = exe.parent().and_then(Path::parent) else {
-        return;
-    };
-    let seeded = target.join("debug");
-    for dir in ["build", ".fingerprint"] {
-        if profile.join(dir).is_dir() {
-            std::fs::create_dir_all(&seeded).unwrap();
-            run(Command::new("cp")
-                .arg("-a")
-                .arg(profile.join(dir))
-                .arg(&seeded));
-        }
-    }
-    let deps = profile.join("deps");
-    let Ok(entries) = std::fs::read_dir(&deps) else {
-        return;
-    };
-    // Libraries and dep-info files have an extension; executables have none.
-    let keep: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some())
-        .collect();
-    std::fs::create_dir_all(seeded.join("deps")).unwrap();
-    for chunk in keep.chunks(500) {
-        run(Command::new("cp")
-            .arg("-a")
-            .args(chunk)
-            .arg(seeded.join("deps")));
-    }
-}
+use clones::{cargo, clone_head, run, seed_target_dir};
 
 /// Sets the times of every file and folder under `root` to 2020, as in a checkout last touched
 /// long before the other one was built.
@@ -91,25 +27,6 @@ fn age(root: &Path) {
         "{}",
         "+",
     ]));
-}
-
-/// `cargo <args>` in `checkout`, with the shared target dir and nothing of the outer cargo's
-/// environment that would point it elsewhere.
-fn cargo(checkout: &Path, target: &Path, args: &[&str]) -> Output {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let cache = std::env::var_os("HOSTCB_INPUTS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| this_checkout().join("target/hostcb-inputs"));
-    Command::new(cargo)
-        .args(args)
-        .current_dir(checkout)
-        .env_remove("CARGO_MANIFEST_DIR")
-        .env_remove("HOSTCB_XTASK_REBUILT")
-        .env("CARGO_TARGET_DIR", target)
-        .env("CARGO_NET_OFFLINE", "true")
-        .env("HOSTCB_INPUTS_CACHE", cache)
-        .output()
-        .unwrap()
 }
 
 #[test]

@@ -3,8 +3,12 @@
 //! sealed files of targets taken off the list. Run on a copy of the workspace whose list is
 //! changed, with the real xtask binary and the real pinned inputs.
 
+mod clones;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use clones::seed_target_dir;
 
 fn workspace() -> PathBuf {
     let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
@@ -152,49 +156,6 @@ fn whole_workspace_copy(to: &Path) {
         let into = to.join(rel);
         std::fs::create_dir_all(into.parent().unwrap()).unwrap();
         std::fs::copy(&from, &into).unwrap();
-    }
-}
-
-/// Seeds `target` with what cargo reuses of the target folder this test was built in (the
-/// dependencies' artifacts, build scripts and fingerprints, hard-linked where possible), so a
-/// check there rebuilds only the workspace crates. Executables are left out.
-fn seed_target_dir(target: &Path) {
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let seeded = target.join("debug");
-    std::fs::create_dir_all(seeded.join("deps")).unwrap();
-    for dir in ["build", ".fingerprint"] {
-        if profile.join(dir).is_dir() {
-            let copied = Command::new("cp")
-                .arg("-a")
-                .arg(profile.join(dir))
-                .arg(&seeded)
-                .status()
-                .unwrap();
-            assert!(copied.success());
-        }
-    }
-    let libraries: Vec<PathBuf> = std::fs::read_dir(profile.join("deps"))
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some())
-        .collect();
-    for chunk in libraries.chunks(500) {
-        let linked = Command::new("cp")
-            .arg("-al")
-            .args(chunk)
-            .arg(seeded.join("deps"))
-            .status()
-            .unwrap();
-        if !linked.success() {
-            let copied = Command::new("cp")
-                .arg("-a")
-                .args(chunk)
-                .arg(seeded.join("deps"))
-                .status()
-                .unwrap();
-            assert!(copied.success());
-        }
     }
 }
 
