@@ -22,7 +22,8 @@
 //!   the remembered arena is alive; a stale pair (its capture ended, its graph maybe destroyed)
 //!   never matches again and is never dereferenced.
 //! - Closures never move: a block is never reallocated, and a closure too large for a block
-//!   gets a box of its own.
+//!   gets a box of its own. Each closure's record starts with its destructor, so the arena's
+//!   drop walks the records in capture order and drops each closure once.
 //!
 //! Hand-written rather than a crate (e.g. `bumpalo`): besides placing closures it must record
 //! each one's destructor and run them, containing panics, from a CUDA thread; that is most of
@@ -33,7 +34,7 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::mem::{MaybeUninit, align_of, size_of};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use crate::callback::{HostFn, Inside, call_shared};
 use crate::panic::{PanicStage, report};
@@ -46,27 +47,33 @@ const BLOCK: usize = 4096;
 struct Block([MaybeUninit<u8>; BLOCK]);
 
 /// Closures captured into one graph by one thread; see the module documentation.
+///
+/// A block holds records, one per closure, back to back from offset 0, each 8-aligned: the
+/// record's destructor (a [`DropRecord`]), then the closure (or, for a boxed one, its box),
+/// padded to 8 bytes. Dropping the arena walks each block's records in capture order.
 pub(crate) struct Arena {
-    blocks: Vec<Box<Block>>,
-    /// Bytes used in the last block.
+    /// The last block's start (null before the first record).
+    base: *mut u8,
+    /// Bytes used in the last block (a multiple of 8; `BLOCK` before the first record).
     used: usize,
-    /// Every closure's destructor and address, in capture order, in lists of [`DROPS`]
-    /// entries that are never reallocated (so a push never copies the earlier ones).
-    drops: Vec<Vec<Drop1>>,
+    /// Every block, oldest first, with the bytes its records use; the last one's count is
+    /// `used`, kept up to date when the next block is made.
+    blocks: Vec<(Box<Block>, usize)>,
 }
 
-/// A closure's destructor and address.
-type Drop1 = (unsafe fn(*mut u8), *mut u8);
+/// A record's destructor: drops the closure of the record at `at` in `block` (and frees its
+/// box when it has one) and returns the offset of the next record.
+type DropRecord = unsafe fn(block: *mut u8, at: usize) -> usize;
 
-/// Entries per list of [`Arena::drops`].
-const DROPS: usize = 256;
+/// Bytes of a record's header, its [`DropRecord`].
+const HEADER: usize = size_of::<DropRecord>();
 
 impl Arena {
     fn new() -> Arena {
         Arena {
-            blocks: Vec::new(),
+            base: ptr::null_mut(),
             used: BLOCK,
-            drops: Vec::new(),
+            blocks: Vec::new(),
         }
     }
 
@@ -74,59 +81,80 @@ impl Arena {
     /// valid until the arena is dropped.
     #[inline]
     fn push<F: Fn() + Send + Sync + 'static>(&mut self, f: F) -> (HostFn, *mut c_void) {
-        let place: *mut F = if size_of::<F>() == 0 {
-            NonNull::<F>::dangling().as_ptr()
-        } else if boxed::<F>() {
-            Box::into_raw(Box::new(MaybeUninit::<F>::uninit())).cast()
+        if boxed::<F>() {
+            let place = Box::into_raw(Box::new(f));
+            let payload = self.record(drop_boxed::<F>, Record::of::<*mut F>());
+            // SAFETY: `record` reserved room for the box pointer, aligned.
+            unsafe { payload.cast::<*mut F>().write(place) };
+            (call_shared::<F>, place.cast())
         } else {
-            self.place(size_of::<F>(), align_of::<F>()).cast()
-        };
-        // SAFETY: `place` is valid for writes of an `F`, aligned, and used by nothing else.
-        unsafe { place.write(f) };
-        let drops = match self.drops.last_mut() {
-            Some(list) if list.len() < DROPS => list,
-            _ => self.new_list(),
-        };
-        drops.push((drop_one::<F>, place.cast()));
-        (call_shared::<F>, place.cast())
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn new_list(&mut self) -> &mut Vec<Drop1> {
-        self.drops.push(Vec::with_capacity(DROPS));
-        self.drops.last_mut().expect("a list was pushed")
-    }
-
-    /// `size` bytes at `align` (at most a block's alignment) in the last block, or in a new one.
-    #[inline]
-    fn place(&mut self, size: usize, align: usize) -> *mut u8 {
-        let mut start = self.used.next_multiple_of(align);
-        if start + size > BLOCK {
-            self.new_block();
-            start = 0;
+            let payload = self.record(drop_inline::<F>, Record::of::<F>());
+            // SAFETY: `record` reserved room for an `F` there, aligned, used by nothing else.
+            unsafe { payload.cast::<F>().write(f) };
+            (call_shared::<F>, payload.cast())
         }
-        self.used = start + size;
-        let block = self.blocks.last_mut().expect("a block was pushed");
-        // SAFETY: `start + size <= BLOCK`, inside the block.
-        unsafe { block.0.as_mut_ptr().add(start).cast() }
+    }
+
+    /// Writes the header of a record of `shape` with destructor `drop` at the end of the last
+    /// block (or of a new one) and returns the address of its payload.
+    #[inline]
+    fn record(&mut self, drop: DropRecord, shape: Record) -> *mut u8 {
+        let mut at = self.used;
+        if at + shape.size > BLOCK {
+            self.new_block();
+            at = 0;
+        }
+        self.used = at + shape.size;
+        // SAFETY: `at + shape.size <= BLOCK`: the record lies inside the last block, whose
+        // start is `base`; `at` is 8-aligned, as the header needs.
+        unsafe {
+            self.base.add(at).cast::<DropRecord>().write(drop);
+            self.base.add(at + shape.payload(at))
+        }
     }
 
     #[cold]
     #[inline(never)]
     fn new_block(&mut self) {
-        self.blocks
-            .push(Box::new(Block([MaybeUninit::uninit(); BLOCK])));
+        if let Some(last) = self.blocks.last_mut() {
+            last.1 = self.used;
+        }
+        let mut block = Box::new(Block([MaybeUninit::uninit(); BLOCK]));
+        self.base = block.0.as_mut_ptr().cast();
+        self.used = 0;
+        self.blocks.push((block, 0));
     }
 }
 
-impl Drop for Arena {
-    fn drop(&mut self) {
-        for (drop, place) in self.drops.drain(..).flatten() {
-            // SAFETY: each entry is a closure `push` wrote, dropped once, here.
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| unsafe { drop(place) })) {
-                report(PanicStage::Drop, payload);
-            }
+/// Where a record's payload lies and how long the record is, for a payload type `P`.
+#[derive(Clone, Copy)]
+struct Record {
+    /// Bytes of the whole record, a multiple of 8, for a record starting at an offset that is
+    /// a multiple of the payload's alignment (the worst case when that alignment is 16 is
+    /// `HEADER` more).
+    size: usize,
+    /// The payload's alignment.
+    align: usize,
+}
+
+impl Record {
+    const fn of<P>() -> Record {
+        let align = align_of::<P>();
+        // The padding between header and payload is at most `align - HEADER` past 8.
+        let pad = align.saturating_sub(HEADER);
+        Record {
+            size: HEADER + pad + size_of::<P>().next_multiple_of(HEADER),
+            align,
+        }
+    }
+
+    /// The payload's offset from the start of the record at `at` (8-aligned) in its block.
+    #[inline(always)]
+    fn payload(self, at: usize) -> usize {
+        if self.align <= HEADER {
+            HEADER
+        } else {
+            (at + HEADER).next_multiple_of(self.align) - at
         }
     }
 }
@@ -136,17 +164,53 @@ const fn boxed<F>() -> bool {
     size_of::<F>() > BLOCK / 4 || align_of::<F>() > align_of::<Block>()
 }
 
-/// Drops the `F` at `place` (and frees its box when it has one of its own).
+/// The [`DropRecord`] of a closure stored in its record.
 ///
 /// # Safety
-/// `place` holds an `F` that [`Arena::push`] wrote and nothing drops again.
-unsafe fn drop_one<F>(place: *mut u8) {
-    let place = place.cast::<F>();
-    // SAFETY: by the contract.
-    unsafe { ptr::drop_in_place(place) };
-    if size_of::<F>() != 0 && boxed::<F>() {
-        // SAFETY: `push` boxed this one; its value was dropped above.
-        drop(unsafe { Box::from_raw(place.cast::<MaybeUninit<F>>()) });
+/// The record at `at` in `block` holds an `F` that [`Arena::push`] wrote and nothing drops
+/// again.
+unsafe fn drop_inline<F>(block: *mut u8, at: usize) -> usize {
+    let shape = Record::of::<F>();
+    // SAFETY: the record lies inside the block.
+    let place = unsafe { block.add(at + shape.payload(at)) }.cast::<F>();
+    // SAFETY: by the contract, the payload is an `F`, dropped once, here.
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| unsafe { ptr::drop_in_place(place) })) {
+        report(PanicStage::Drop, payload);
+    }
+    at + shape.size
+}
+
+/// The [`DropRecord`] of a closure in a box of its own.
+///
+/// # Safety
+/// The record at `at` in `block` holds the pointer of a `Box<F>` that [`Arena::push`] made and
+/// nothing drops again.
+unsafe fn drop_boxed<F>(block: *mut u8, at: usize) -> usize {
+    let shape = Record::of::<*mut F>();
+    // SAFETY: the record lies inside the block; its payload is the box's pointer.
+    let place = unsafe { block.add(at + shape.payload(at)).cast::<*mut F>().read() };
+    // SAFETY: by the contract, the box is dropped (and freed) once, here.
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(place) }))) {
+        report(PanicStage::Drop, payload);
+    }
+    at + shape.size
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        if let Some(last) = self.blocks.last_mut() {
+            last.1 = self.used;
+        }
+        for (block, used) in &mut self.blocks {
+            let (block, used) = (block.0.as_mut_ptr().cast::<u8>(), *used);
+            let mut at = 0;
+            while at < used {
+                // SAFETY: records lie back to back from 0 up to `used`, so one starts at `at`;
+                // its header is its destructor, which drops it (containing a panic) once, here,
+                // and returns where the next one starts.
+                at = unsafe { block.add(at).cast::<DropRecord>().read()(block, at) };
+            }
+        }
     }
 }
 
@@ -250,6 +314,87 @@ mod tests {
         // SAFETY: the destructor, once, as the user object calls it.
         unsafe { drop_arena(Box::into_raw(Box::new(arena)).cast()) };
         assert_eq!(drops.load(SeqCst), 3000);
+    }
+
+    #[test]
+    fn every_shape_of_record_is_walked_and_a_panicking_drop_is_reported() {
+        use crate::panic::take_panic_hook;
+        use crate::panic::tests::{HOOK_LOCK, recording_hook};
+
+        #[repr(align(16))]
+        struct Wide(#[allow(dead_code)] u8);
+        struct Loud;
+        impl Drop for Loud {
+            fn drop(&mut self) {
+                panic!("arena drop failure");
+            }
+        }
+
+        let _guard = HOOK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = recording_hook();
+        let (calls, drops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mut arena = Arena::new();
+        let mut launched = Vec::new();
+        let mut wide = Vec::new();
+        // Interleaved so that the 16-aligned records start at both parities of 8 and cross
+        // block ends; one closure in 50 panics when dropped.
+        for i in 0..2000 {
+            let (c, t) = (Arc::clone(&calls), Tally(Arc::clone(&drops)));
+            launched.push(match i % 5 {
+                0 => arena.push(|| {}),
+                1 => {
+                    let w = Wide(i as u8);
+                    let (call, data) = arena.push(move || {
+                        let _keep = (&t, &w);
+                        c.fetch_add(1, SeqCst);
+                    });
+                    wide.push(data as usize);
+                    (call, data)
+                }
+                2 => {
+                    let byte = i as u8;
+                    arena.push(move || {
+                        let _keep = &t;
+                        c.fetch_add(usize::from(byte == i as u8), SeqCst);
+                    })
+                }
+                3 if i % 50 == 3 => {
+                    let loud = Loud;
+                    arena.push(move || {
+                        let _keep = (&t, &loud);
+                        c.fetch_add(1, SeqCst);
+                    })
+                }
+                _ => arena.push(move || {
+                    let _keep = &t;
+                    c.fetch_add(1, SeqCst);
+                }),
+            });
+        }
+        assert!(arena.blocks.len() > 2, "the records cross blocks");
+        assert!(
+            wide.iter().all(|a| a % 16 == 0),
+            "aligned closures are aligned"
+        );
+        for (call, data) in &launched {
+            // SAFETY: CUDA's call of a captured host function.
+            unsafe { call(*data) };
+        }
+        assert_eq!(calls.load(SeqCst), 1600);
+        // The tallies the empty closures did not take were dropped in the loop.
+        assert_eq!(drops.load(SeqCst), 400);
+        // SAFETY: the destructor, once, as the user object calls it.
+        unsafe { drop_arena(Box::into_raw(Box::new(arena)).cast()) };
+        assert_eq!(
+            drops.load(SeqCst),
+            2000,
+            "every closure's state is dropped once"
+        );
+        take_panic_hook();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 40, "each panicking drop is reported: {seen:?}");
+        assert!(seen.iter().all(|(stage, text)| *stage == PanicStage::Drop
+            && text.as_deref() == Some("arena drop failure")));
     }
 
     #[test]

@@ -7,9 +7,12 @@
 
 use std::cell::Cell;
 use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::mem::size_of;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use crate::Error;
 use crate::panic::{PanicStage, report};
@@ -63,15 +66,108 @@ pub(crate) fn enter(operation: &'static str) -> Result<(), Error> {
     Ok(())
 }
 
-/// `entry`'s function when a call may take its fast path: the entry checks of [`enter`] pass
-/// (not in a callback, no deferred destruction waiting) and the function is resolved. `None`
-/// sends the caller to its general path, which calls [`enter`] and resolves.
-#[inline(always)]
-pub(crate) fn fast<F: Copy>(entry: &'static cuda_hostcb::load::DriverFn<F>) -> Option<F> {
-    if in_callback() || PENDING.load(Ordering::Acquire) {
-        return None;
+/// A fast path's driver function, kept where the safe layer's entry checks can see it: the
+/// resolved function while no deferred destruction waits, otherwise the *closed* function of the
+/// same type, which runs the deferred destructions, opens the gate again and makes the call. So
+/// one load stands for the pending-destruction check of [`enter`] and the loader's resolution
+/// test, and the call through it is the fast path's last act (the thread-local callback check
+/// stays, before it).
+///
+/// Deferring a destruction ([`destroy`] inside a callback) closes every gate, under the lock
+/// that [`Gate::open`] opens them under, so a call after that runs the deferred destructions
+/// first, as [`enter`] does. A gate is only called through by a caller that has resolved the
+/// open function before (the closed function needs it).
+pub(crate) struct Gate<F> {
+    core: GateCore,
+    signature: PhantomData<F>,
+}
+
+/// The part of a [`Gate`] that does not depend on the function's type, linked into [`GATES`]
+/// once opened.
+struct GateCore {
+    /// The function to call: the open one or `closed`.
+    current: AtomicPtr<c_void>,
+    closed: *mut c_void,
+    /// The next gate in [`GATES`]; written under [`DEFERRED`]'s lock.
+    next: AtomicPtr<GateCore>,
+    listed: AtomicBool,
+}
+
+/// Every gate that has been opened, linked through [`GateCore::next`]; written under
+/// [`DEFERRED`]'s lock.
+static GATES: AtomicPtr<GateCore> = AtomicPtr::new(ptr::null_mut());
+
+// SAFETY: a gate holds addresses of functions (of a library that is never unloaded, or of this
+// crate), usable from any thread; `F` is only a marker of their type.
+unsafe impl<F> Sync for Gate<F> {}
+
+/// An `F` (a function pointer) as an address, and back.
+union Address<F: Copy> {
+    function: F,
+    address: *mut c_void,
+}
+
+impl<F: Copy> Gate<F> {
+    /// A closed gate whose closed function is `closed`.
+    pub(crate) const fn new(closed: F) -> Gate<F> {
+        const {
+            assert!(size_of::<F>() == size_of::<*mut c_void>());
+        }
+        // SAFETY: `F` is a function pointer, of the size of an address (asserted above).
+        let closed = unsafe { Address { function: closed }.address };
+        Gate {
+            core: GateCore {
+                current: AtomicPtr::new(closed),
+                closed,
+                next: AtomicPtr::new(ptr::null_mut()),
+                listed: AtomicBool::new(false),
+            },
+            signature: PhantomData,
+        }
     }
-    entry.resolved()
+
+    /// The function to call: the open one, or the closed one.
+    #[inline(always)]
+    pub(crate) fn get(&'static self) -> F {
+        let address = self.core.current.load(Ordering::Acquire);
+        // SAFETY: `current` only ever holds an `F`: the closed one (`new`) or an open one
+        // (`open`).
+        unsafe { Address { address }.function }
+    }
+
+    /// For the closed function: runs the destructions deferred so far, then opens the gate with
+    /// `open` (the resolved function) unless a destruction has been deferred since. Outside
+    /// callbacks only.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn open(&'static self, open: F) {
+        reap();
+        let _queue = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+        if PENDING.load(Ordering::Acquire) {
+            return;
+        }
+        let core = &self.core;
+        if !core.listed.load(Ordering::Relaxed) {
+            core.next
+                .store(GATES.load(Ordering::Relaxed), Ordering::Relaxed);
+            GATES.store(ptr::from_ref(core).cast_mut(), Ordering::Relaxed);
+            core.listed.store(true, Ordering::Relaxed);
+        }
+        // SAFETY: as in `new`.
+        let address = unsafe { Address { function: open }.address };
+        core.current.store(address, Ordering::Release);
+    }
+}
+
+/// Closes every gate; called under [`DEFERRED`]'s lock.
+fn close_gates() {
+    let mut gate = GATES.load(Ordering::Relaxed);
+    while !gate.is_null() {
+        // SAFETY: the list holds only `'static` gates.
+        let core = unsafe { &*gate };
+        core.current.store(core.closed, Ordering::Release);
+        gate = core.next.load(Ordering::Relaxed);
+    }
 }
 
 /// A destruction that had to wait until it could call CUDA.
@@ -84,11 +180,10 @@ static PENDING: AtomicBool = AtomicBool::new(false);
 /// permitted, on the next call of this crate from an ordinary thread.
 pub(crate) fn destroy(destroy: impl FnOnce() + Send + 'static) {
     if in_callback() {
-        DEFERRED
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Box::new(destroy));
+        let mut queue = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+        queue.push(Box::new(destroy));
         PENDING.store(true, Ordering::Release);
+        close_gates();
     } else {
         destroy();
         reap();
@@ -409,6 +504,68 @@ mod tests {
             1,
             "the panicking closure's state is dropped"
         );
+    }
+
+    /// The gate of the test: `open_fn` once open, `closed_fn` (which opens it) while closed.
+    static GATE: Gate<unsafe extern "C" fn(u32) -> u32> = Gate::new(closed_fn);
+    static CLOSED_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn open_fn(x: u32) -> u32 {
+        x + 1
+    }
+
+    unsafe extern "C" fn closed_fn(x: u32) -> u32 {
+        CLOSED_CALLS.fetch_add(1, Ordering::SeqCst);
+        GATE.open(open_fn);
+        unsafe { open_fn(x) }
+    }
+
+    #[test]
+    fn a_deferred_destruction_closes_the_gates_and_the_next_call_runs_it_first() {
+        // Other tests defer destructions too, which close this gate as well: count this test's
+        // destruction, and see the gate open and closed where this test makes it so.
+        unsafe { GATE.get()(1) };
+        let closed = CLOSED_CALLS.load(Ordering::SeqCst);
+        let (ran, closed_inside) = (counter(), Arc::new(AtomicBool::new(false)));
+        let (r, c) = (Arc::clone(&ran), Arc::clone(&closed_inside));
+        let once = Once::new(move || {
+            destroy(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            });
+            c.store(
+                GATE.get() as usize == closed_fn as *const () as usize,
+                Ordering::SeqCst,
+            );
+        });
+        let (f, data) = once.parts();
+        once.hand_over();
+        unsafe { f(data) };
+        assert!(
+            closed_inside.load(Ordering::SeqCst),
+            "deferring closed the gate"
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "deferred");
+        assert_eq!(unsafe { GATE.get()(41) }, 42);
+        assert!(
+            CLOSED_CALLS.load(Ordering::SeqCst) > closed,
+            "the call took the closed path"
+        );
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            1,
+            "the closed path ran the destruction"
+        );
+        if !PENDING.load(Ordering::SeqCst) {
+            // No other test deferred one since: the gate stayed open.
+            let _queue = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+            if !PENDING.load(Ordering::SeqCst) {
+                assert_eq!(
+                    GATE.get() as usize,
+                    open_fn as *const () as usize,
+                    "the gate opened again"
+                );
+            }
+        }
     }
 
     #[test]

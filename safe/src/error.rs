@@ -132,8 +132,12 @@ impl From<cuda_hostcb::Error> for Error {
 impl Error {
     /// The `CUresult` value of a failed CUDA call, `None` for every other error.
     pub fn code(&self) -> Option<u32> {
+        // One arm per variant: the inner errors lie at different offsets, and a shared arm
+        // would select between their addresses, which keeps the optimiser from following a
+        // code through (a caller that only wants the code then gets the raw call).
         match self {
-            Error::Cuda(e) | Error::UpdateRejected { source: e, .. } => e.code(),
+            Error::Cuda(e) => e.code(),
+            Error::UpdateRejected { source, .. } => source.code(),
             _ => None,
         }
     }

@@ -10,6 +10,33 @@ use super::{Context, Stream};
 use crate::callback::{self, Handle, HostFn, Shared};
 use crate::{Error, arena};
 
+/// `cuGraphLaunch`'s C type.
+type GraphLaunch = unsafe extern "C" fn(sys::CUgraphExec, sys::CUstream) -> sys::CUresult;
+
+/// `cuGraphLaunch` for [`GraphExec::launch`]'s fast path.
+static GRAPH_LAUNCH: callback::Gate<GraphLaunch> = callback::Gate::new(graph_launch_closed);
+
+/// [`GRAPH_LAUNCH`] closed: runs the destructions deferred by callbacks, opens the gate, and
+/// launches.
+///
+/// # Safety
+/// As `cuGraphLaunch`'s; called outside callbacks only ([`GraphExec::launch`] checks), after
+/// [`Graph::instantiate`] resolved `cuGraphLaunch`.
+unsafe extern "C" fn graph_launch_closed(
+    exec: sys::CUgraphExec,
+    stream: sys::CUstream,
+) -> sys::CUresult {
+    match sys::entry::cuGraphLaunch.resolved() {
+        Some(launch) => {
+            GRAPH_LAUNCH.open(launch);
+            // SAFETY: by this function's contract.
+            unsafe { launch(exec, stream) }
+        }
+        // Not reached: an executable exists only once `instantiate` has resolved the function.
+        None => sys::CUresult::CUDA_ERROR_NOT_FOUND,
+    }
+}
+
 /// Hands a closure to a CUDA user object (destructor: drop the closure; flag
 /// `CU_USER_OBJECT_NO_DESTRUCTOR_SYNC`) and moves that reference into `graph`
 /// (`CU_GRAPH_USER_OBJECT_MOVE`). Returns the host function and user data for the node.
@@ -219,6 +246,9 @@ impl Graph {
     pub fn instantiate(&self) -> Result<GraphExec, Error> {
         callback::enter("Graph::instantiate")?;
         let _current = push(self.ctx.as_ref())?;
+        // GraphExec::launch calls cuGraphLaunch without resolving it (see GRAPH_LAUNCH): no
+        // executable without it. (A driver with graphs has it.)
+        sys::entry::cuGraphLaunch.get()?;
         let mut raw: sys::CUgraphExec = ptr::null_mut();
         // SAFETY: the graph is valid; a valid out-pointer.
         unsafe { sys::cuGraphInstantiate(&mut raw, self.raw, 0)? };
@@ -316,24 +346,19 @@ impl GraphExec {
     /// Launches the executable on `stream` (`cuGraphLaunch`).
     #[inline]
     pub fn launch(&self, stream: &Stream) -> Result<(), Error> {
-        // The fast path: the entry checks pass and cuGraphLaunch is resolved. Everything else
-        // is out of line and does not merge back, so the fast path needs no stack frame.
-        if let Some(launch) = callback::fast(&sys::entry::cuGraphLaunch) {
-            // SAFETY: both handles are valid while borrowed.
-            let code = unsafe { launch(self.raw, stream.as_raw()) };
-            return Ok(cuda_hostcb::load::driver_result("cuGraphLaunch", code.0)?);
+        // The fast path is one thread-local test, one load of the gate and the call through it,
+        // the function's last act (no stack frame; a caller that only wants the code gets the
+        // bare call). The entry checks' second half, running deferred destructions, is the
+        // closed gate's (`graph_launch_closed`); `instantiate` resolved cuGraphLaunch.
+        if callback::in_callback() {
+            return Err(Error::InCallback {
+                operation: "GraphExec::launch",
+            });
         }
-        self.launch_slow(stream)
-    }
-
-    /// [`launch`](Self::launch) with its entry checks and the function's resolution.
-    #[cold]
-    #[inline(never)]
-    fn launch_slow(&self, stream: &Stream) -> Result<(), Error> {
-        callback::enter("GraphExec::launch")?;
-        // SAFETY: both handles are valid while borrowed.
-        unsafe { sys::cuGraphLaunch(self.raw, stream.as_raw())? };
-        Ok(())
+        // SAFETY: both handles are valid while borrowed; the gate's function is cuGraphLaunch or
+        // `graph_launch_closed`, of its type.
+        let code = unsafe { GRAPH_LAUNCH.get()(self.raw, stream.as_raw()) };
+        Ok(cuda_hostcb::load::driver_result("cuGraphLaunch", code.0)?)
     }
 
     /// Updates the executable from `graph`, of the same topology (`cuGraphExecUpdate`). The

@@ -125,9 +125,13 @@ impl Stream {
         callback::enter("Stream::launch_fn")?;
         // One cuStreamGetCaptureInfo gives the status, the capture's id and its graph.
         let (status, id, graph) = self.capture()?;
-        match status {
+        // Tested on the raw value, the capturing case first: it is the one to be cheap.
+        if status == sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE && !graph.is_null()
+        {
+            return self.enqueue_captured(id, graph, f);
+        }
+        match CaptureStatus::from_raw(status.0) {
             CaptureStatus::None => self.enqueue_once(Once::new(f)),
-            CaptureStatus::Active if !graph.is_null() => self.enqueue_captured(id, graph, f),
             _ => Err(Error::CaptureInvalidated),
         }
     }
@@ -224,13 +228,13 @@ impl Stream {
     /// when it is not)
     /// (`cuStreamGetCaptureInfo`, see `capture_info`).
     #[inline]
-    fn capture(&self) -> Result<(CaptureStatus, u64, sys::CUgraph), Error> {
+    fn capture(&self) -> Result<(sys::CUstreamCaptureStatus, u64, sys::CUgraph), Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let mut id = 0;
         let mut graph: sys::CUgraph = ptr::null_mut();
         // SAFETY: the stream is valid; the optional outputs that are not wanted are null.
         unsafe { super::capture_info(self.raw, &mut status, &mut id, &mut graph)? };
-        Ok((CaptureStatus::from_raw(status.0), id, graph))
+        Ok((status, id, graph))
     }
 }
 
