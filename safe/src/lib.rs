@@ -94,6 +94,8 @@ mod callback;
 mod capture;
 mod error;
 mod panic;
+mod reaper;
+mod sticky;
 mod sync_mode;
 
 pub use capture::{CaptureMode, CaptureStatus};
@@ -101,6 +103,7 @@ pub use error::Error;
 pub use panic::{
     CallbackPanic, PanicHook, PanicStage, default_panic_hook, set_panic_hook, take_panic_hook,
 };
+pub use reaper::{BACKLOG, REAPER_THREAD_NAME, overflowed_drops, pending_drops, wait_for_drops};
 pub use sync_mode::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 
 /// One module per target enabled on `cuda-hostcb` (`cuda_hostcb::for_each_target!`), each
