@@ -2,7 +2,9 @@
 // bench's build script (bench/build.rs) into target/; never a test double for behaviour.
 //
 // It is honest about what it does: cuLaunchHostFunc on a stream that is not capturing calls the
-// host function at once, on the calling thread, and counts the call; on a capturing stream it
+// host function at once, on the calling thread, and counts the call (cuStreamAddCallback calls
+// its callback the same way, with CUDA_SUCCESS, and is refused on a capturing stream, as CUDA
+// refuses it); on a capturing stream it
 // records the function as a node of the graph being captured; cuGraphLaunch calls every host node
 // of the executable once, in order, and counts each call. User objects are reference counted and
 // their destructors run (and are counted) when the last reference goes: when a graph or an
@@ -28,6 +30,7 @@ typedef int CUresult;
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 typedef void (*CUhostFn)(void *);
+typedef void (*CUstreamCallback)(void *stream, CUresult status, void *data);
 
 enum {
   CUDA_SUCCESS = 0,
@@ -62,6 +65,7 @@ enum {
   COUNT_USER_OBJECT_DESTROYS, // user-object destructors run
   COUNT_PROC_ADDRESS,    // cuGetProcAddress(_v2) calls
   COUNT_FAILED,          // calls that returned an error
+  COUNT_ADD_CALLBACK,    // cuStreamAddCallback calls that succeeded (their callbacks called)
   COUNT_LEN
 };
 static unsigned long long counts[COUNT_LEN];
@@ -326,6 +330,22 @@ EXPORT CUresult cuLaunchHostFunc(void *stream, CUhostFn fn, void *data) {
   return CUDA_SUCCESS;
 }
 
+// Stream callbacks cannot be captured (CUDA returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+// invalidates the capture); flags are reserved and must be 0.
+EXPORT CUresult cuStreamAddCallback(void *stream, CUstreamCallback callback, void *data,
+                                    unsigned flags) {
+  if (!callback || flags != 0) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct stream *s = stream_of(stream);
+  if (s->capturing) {
+    s->capturing = 2;
+    return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  }
+  counts[COUNT_HOST_CALLS]++;
+  callback(stream, CUDA_SUCCESS, data);
+  counts[COUNT_ADD_CALLBACK]++;
+  return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuStreamBeginCapture_v2(void *stream, int mode) {
   if (!stream) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   if (mode < 0 || mode > 2) return fail(CUDA_ERROR_INVALID_VALUE);
@@ -584,6 +604,7 @@ static const struct proc procs[] = {
   PROC("cuStreamSynchronize", 2000, cuStreamSynchronize),
   PROC("cuStreamQuery", 2000, cuStreamQuery),
   PROC("cuLaunchHostFunc", 10000, cuLaunchHostFunc),
+  PROC("cuStreamAddCallback", 5000, cuStreamAddCallback),
   PROC("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
   PROC("cuStreamEndCapture", 10000, cuStreamEndCapture),
   PROC("cuStreamIsCapturing", 10000, cuStreamIsCapturing),

@@ -273,7 +273,7 @@ pub(crate) unsafe fn stream_call<F: FnMut() + Send + 'static>(status: u32, data:
         book.skip(status);
     }
     // SAFETY: the cell's closure is `Send`; `drop_cell` drops it once.
-    unsafe { reaper::drop_later(data, drop_cell::<F>) };
+    unsafe { release::<StreamCell<F>>(data, drop_cell::<F>) };
     // Last: a synchronisation that waits for the stream's callbacks sees the skip and the
     // closure handed over once the book is released.
     drop(book);
@@ -340,7 +340,7 @@ pub(crate) unsafe extern "C" fn call_once<F: FnMut() + Send + 'static>(data: *mu
         report(PanicStage::Call, payload);
     }
     // SAFETY: `F: Send`; `discard` drops the box once.
-    unsafe { reaper::drop_later(data, discard::<F>) };
+    unsafe { release::<F>(data, discard::<F>) };
 }
 
 /// The host function of a closure owned by a user object: calls it by reference.
@@ -365,7 +365,24 @@ pub(crate) unsafe extern "C" fn call_shared<F: Fn() + Send + Sync>(data: *mut c_
 pub(crate) unsafe extern "C" fn drop_shared<F: Send + 'static>(data: *mut c_void) {
     let _inside = Inside::enter();
     // SAFETY: by this function's contract, the box is ours; `F: Send`.
-    unsafe { reaper::drop_later(data, discard::<F>) };
+    unsafe { release::<F>(data, discard::<F>) };
+}
+
+/// Disposes of a box of a `T` that CUDA is done with: hands it to the reaper when dropping a
+/// `T` runs code (a `Drop` somewhere in it), else frees the memory here (freeing memory is no
+/// CUDA call; nothing of the closure runs).
+///
+/// # Safety
+/// As [`reaper::drop_later`]: `drop(data)` drops the `T` behind `data` and frees its box, once.
+#[inline(always)]
+unsafe fn release<T: Send + 'static>(data: *mut c_void, drop: reaper::DropFn) {
+    if std::mem::needs_drop::<T>() {
+        // SAFETY: the caller's contract.
+        unsafe { reaper::drop_later(data, drop) }
+    } else {
+        // SAFETY: the caller's contract; `T` has no drop code, so this only frees the box.
+        unsafe { drop(data) }
+    }
 }
 
 #[cfg(test)]
