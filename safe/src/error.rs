@@ -69,7 +69,7 @@ pub enum Error {
     /// thread). The context cannot be used again.
     HostFunctionsSkipped {
         /// How many closures were dropped uncalled since the stream last reported.
-        skipped: usize,
+        skipped: u32,
         /// The `CUresult` CUDA passed to the first skipped callback, e.g. 719
         /// (`CUDA_ERROR_LAUNCH_FAILED`).
         status: u32,

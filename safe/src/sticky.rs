@@ -80,7 +80,7 @@ pub(crate) fn report(
     {
         settle(book);
     }
-    let skipped = book.skipped.swap(0, Ordering::Acquire);
+    let skipped = u32::try_from(book.skipped.swap(0, Ordering::Acquire)).unwrap_or(u32::MAX);
     if skipped == 0 {
         return Ok(result?);
     }
