@@ -2,7 +2,9 @@
 // bench's build script (bench/build.rs) into target/; never a test double for behaviour.
 //
 // It is honest about what it does: cuLaunchHostFunc on a stream that is not capturing calls the
-// host function at once, on the calling thread, and counts the call; on a capturing stream it
+// host function at once, on the calling thread, and counts the call (cuStreamAddCallback calls
+// its callback the same way, with CUDA_SUCCESS, and is refused on a capturing stream, as CUDA
+// refuses it); on a capturing stream it
 // records the function as a node of the graph being captured; cuGraphLaunch calls every host node
 // of the executable once, in order, and counts each call. User objects are reference counted and
 // their destructors run (and are counted) when the last reference goes: when a graph or an
@@ -14,6 +16,13 @@
 // with CUDA_ERROR_INVALID_VALUE and an unknown name gives CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
 // as the real 13.0 driver does. The same functions are exported under their ABI names, for
 // loaders that resolve with dlsym.
+//
+// A failed context: hostcb_stub_fail_context(code) makes the stub act as a context that hit a
+// device error (a kernel that trapped) with stream callbacks still queued: cuStreamAddCallback
+// calls its callback with that code instead of success (as the real driver does), and
+// cuStreamSynchronize and cuCtxSynchronize return the code. hostcb_stub_fail_context(0) makes
+// it healthy again. Nothing else changes (cuLaunchHostFunc and cuGraphLaunch still call their
+// functions), so that the measured paths cost what they did.
 //
 // Streams with pending work: the real driver's cuStreamQuery returns CUDA_ERROR_NOT_READY while
 // work is queued. The stub runs everything at once, so a bench marks a stream as busy with
@@ -28,6 +37,7 @@ typedef int CUresult;
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 typedef void (*CUhostFn)(void *);
+typedef void (*CUstreamCallback)(void *stream, CUresult status, void *data);
 
 enum {
   CUDA_SUCCESS = 0,
@@ -40,6 +50,7 @@ enum {
   CUDA_ERROR_ILLEGAL_STATE = 401,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_LAUNCH_FAILED = 719,
   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
   CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
   CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
@@ -62,6 +73,7 @@ enum {
   COUNT_USER_OBJECT_DESTROYS, // user-object destructors run
   COUNT_PROC_ADDRESS,    // cuGetProcAddress(_v2) calls
   COUNT_FAILED,          // calls that returned an error
+  COUNT_ADD_CALLBACK,    // cuStreamAddCallback calls that succeeded (their callbacks called)
   COUNT_LEN
 };
 static unsigned long long counts[COUNT_LEN];
@@ -112,6 +124,7 @@ struct stream {
 struct context { int device; unsigned retains; };
 
 static int initialized;
+static CUresult failed_context;  // 0, or the error the context hit (hostcb_stub_fail_context)
 static struct context primary = {0, 0};
 static struct stream legacy_stream;
 static __thread struct context *ctx_stack[16];
@@ -269,8 +282,12 @@ EXPORT CUresult cuCtxPopCurrent_v2(void **ctx) {
 }
 
 EXPORT CUresult cuCtxSynchronize(void) {
+  if (failed_context) return fail(failed_context);
   return ctx_depth ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_CONTEXT);
 }
+
+// The stub's own control, not a CUDA function: see "A failed context" above.
+EXPORT void hostcb_stub_fail_context(int code) { failed_context = code; }
 
 // ---- streams --------------------------------------------------------------------------------
 
@@ -294,6 +311,7 @@ EXPORT CUresult cuStreamDestroy_v2(void *stream) {
 EXPORT CUresult cuStreamSynchronize(void *stream) {
   struct stream *s = stream_of(stream);
   if (s->capturing) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  if (failed_context) return fail(failed_context);
   return CUDA_SUCCESS;
 }
 
@@ -323,6 +341,22 @@ EXPORT CUresult cuLaunchHostFunc(void *stream, CUhostFn fn, void *data) {
     fn(data);
   }
   counts[COUNT_LAUNCH_HOST_FUNC]++;
+  return CUDA_SUCCESS;
+}
+
+// Stream callbacks cannot be captured (CUDA returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+// invalidates the capture); flags are reserved and must be 0.
+EXPORT CUresult cuStreamAddCallback(void *stream, CUstreamCallback callback, void *data,
+                                    unsigned flags) {
+  if (!callback || flags != 0) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct stream *s = stream_of(stream);
+  if (s->capturing) {
+    s->capturing = 2;
+    return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  }
+  counts[COUNT_HOST_CALLS]++;  // made, with success or with the failed context's error
+  callback(stream, failed_context, data);
+  counts[COUNT_ADD_CALLBACK]++;
   return CUDA_SUCCESS;
 }
 
@@ -530,6 +564,7 @@ static const struct code_text code_texts[] = {
   {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
   {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
   {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+  {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
   {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
   {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
   {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
@@ -584,6 +619,7 @@ static const struct proc procs[] = {
   PROC("cuStreamSynchronize", 2000, cuStreamSynchronize),
   PROC("cuStreamQuery", 2000, cuStreamQuery),
   PROC("cuLaunchHostFunc", 10000, cuLaunchHostFunc),
+  PROC("cuStreamAddCallback", 5000, cuStreamAddCallback),
   PROC("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
   PROC("cuStreamEndCapture", 10000, cuStreamEndCapture),
   PROC("cuStreamIsCapturing", 10000, cuStreamIsCapturing),

@@ -38,6 +38,7 @@ use std::ptr;
 
 use crate::callback::{HostFn, Inside, call_shared};
 use crate::panic::{PanicStage, report};
+use crate::reaper;
 
 /// Bytes per block; a closure of more than a quarter of this gets a box of its own.
 const BLOCK: usize = 4096;
@@ -214,17 +215,24 @@ impl Drop for Arena {
     }
 }
 
-/// The user-object destructor of an arena: drops its closures, then the arena.
+/// The user-object destructor of an arena: hands it to the reaper, which drops its closures,
+/// then the arena, on a program thread.
 ///
 /// # Safety
-/// `data` is an arena made by [`arena_for`]'s `make`, whose user object's count reached zero.
+/// `data` is an arena made by [`capture`]'s `make`, whose user object's count reached zero.
 pub(crate) unsafe extern "C" fn drop_arena(data: *mut c_void) {
     let _inside = Inside::enter();
-    // SAFETY: by the contract, the arena is ours to drop, once.
-    let arena = unsafe { Box::from_raw(data.cast::<Arena>()) };
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(arena))) {
-        report(PanicStage::Drop, payload);
-    }
+    // SAFETY: by the contract, the arena is ours to drop, once; its closures are `Send`.
+    unsafe { reaper::drop_later(data, drop_arena_now) };
+}
+
+/// Drops an arena (each closure's drop panic reported by `Arena::drop`).
+///
+/// # Safety
+/// `data` is an arena made by [`capture`]'s `make`, dropped once.
+pub(crate) unsafe fn drop_arena_now(data: *mut c_void) {
+    // SAFETY: by the contract.
+    drop(unsafe { Box::from_raw(data.cast::<Arena>()) });
 }
 
 thread_local! {
@@ -313,7 +321,8 @@ mod tests {
         assert_eq!(drops.load(SeqCst), 0);
         // SAFETY: the destructor, once, as the user object calls it.
         unsafe { drop_arena(Box::into_raw(Box::new(arena)).cast()) };
-        assert_eq!(drops.load(SeqCst), 3000);
+        crate::wait_for_drops().unwrap();
+        assert_eq!(drops.load(SeqCst), 3000, "by the reaper");
     }
 
     #[test]
@@ -385,6 +394,7 @@ mod tests {
         assert_eq!(drops.load(SeqCst), 400);
         // SAFETY: the destructor, once, as the user object calls it.
         unsafe { drop_arena(Box::into_raw(Box::new(arena)).cast()) };
+        crate::wait_for_drops().unwrap();
         assert_eq!(
             drops.load(SeqCst),
             2000,

@@ -3,19 +3,23 @@
 //!
 //! A trampoline is the `extern "C"` function CUDA calls with the boxed closure as user data. It
 //! marks the thread as inside a callback, catches any panic (reported through
-//! [`crate::panic`]), and never unwinds into the driver.
+//! [`crate::panic`]), and never unwinds into the driver. No trampoline drops a closure: each
+//! hands it to the reaper ([`crate::reaper`]), which drops it on a program thread.
 
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::mem::size_of;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::Error;
 use crate::panic::{PanicStage, report};
+use crate::reaper;
+use crate::sticky::Book;
 
 /// The function type CUDA calls for a host function or a user-object destructor.
 pub(crate) type HostFn = unsafe extern "C" fn(*mut c_void);
@@ -236,9 +240,11 @@ impl<T> Handle<T> {
     }
 }
 
-/// A closure boxed for exactly one call, as a host function and its user data.
+/// A closure boxed for exactly one call through `cuLaunchHostFunc(_v2)`, as a host function and
+/// its user data: the host function calls it by reference and hands it to the reaper, which
+/// drops it (and what it captures) on a program thread.
 ///
-/// Dropping it before [`hand_over`](Self::hand_over) drops the closure uncalled.
+/// Dropping it before [`hand_over`](Self::hand_over) drops the closure uncalled, here.
 pub(crate) struct Once {
     call: HostFn,
     discard: unsafe fn(*mut c_void),
@@ -247,7 +253,7 @@ pub(crate) struct Once {
 
 impl Once {
     #[inline]
-    pub(crate) fn new<F: FnOnce() + Send + 'static>(f: F) -> Once {
+    pub(crate) fn new<F: FnMut() + Send + 'static>(f: F) -> Once {
         Once {
             call: call_once::<F>,
             discard: discard::<F>,
@@ -261,7 +267,7 @@ impl Once {
         (self.call, self.data)
     }
 
-    /// CUDA accepted the launch: its single call consumes and drops the closure.
+    /// CUDA accepted the launch: its single call consumes the closure.
     #[inline]
     pub(crate) fn hand_over(self) {
         std::mem::forget(self);
@@ -273,6 +279,99 @@ impl Drop for Once {
         // SAFETY: `data` is the box made in `new` for this `discard`, not handed over.
         unsafe { (self.discard)(self.data) }
     }
+}
+
+/// A one-shot closure enqueued with `cuStreamAddCallback`, boxed with its stream's [`Book`]:
+/// CUDA calls the callback exactly once, with success (the closure runs) or with the context's
+/// error (it is skipped and the book records it); either way it then goes to the reaper.
+#[repr(C)]
+pub(crate) struct StreamCell<F> {
+    /// Released by the callback, once it has run or skipped the closure.
+    book: ManuallyDrop<Arc<Book>>,
+    f: F,
+}
+
+/// A [`StreamCell`] not handed to CUDA yet; dropping it drops the closure uncalled, here.
+pub(crate) struct OneShot {
+    discard: unsafe fn(*mut c_void),
+    data: *mut c_void,
+}
+
+impl OneShot {
+    #[inline]
+    pub(crate) fn new<F: FnMut() + Send + 'static>(book: &Arc<Book>, f: F) -> OneShot {
+        let cell = StreamCell {
+            book: ManuallyDrop::new(Arc::clone(book)),
+            f,
+        };
+        OneShot {
+            discard: discard_cell::<F>,
+            data: Box::into_raw(Box::new(cell)).cast(),
+        }
+    }
+
+    /// The user data to give CUDA with the stream's callback for `F` (see [`stream_call`]).
+    #[inline]
+    pub(crate) fn data(&self) -> *mut c_void {
+        self.data
+    }
+
+    /// CUDA accepted the callback: it makes it exactly once.
+    #[inline]
+    pub(crate) fn hand_over(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for OneShot {
+    fn drop(&mut self) {
+        // SAFETY: `data` is the cell made in `new` for this `discard`, not handed over.
+        unsafe { (self.discard)(self.data) }
+    }
+}
+
+/// Drops a cell that was never handed to CUDA (its book reference included).
+unsafe fn discard_cell<F>(data: *mut c_void) {
+    // SAFETY: the caller passes the pointer of a `Box<StreamCell<F>>` it still owns.
+    let mut cell = unsafe { Box::from_raw(data.cast::<StreamCell<F>>()) };
+    // SAFETY: the book reference was not taken.
+    unsafe { ManuallyDrop::drop(&mut cell.book) };
+}
+
+/// Drops a cell whose book reference the callback has taken (on the reaper thread).
+unsafe fn drop_cell<F>(data: *mut c_void) {
+    // SAFETY: the reaper passes the cell `stream_call` handed over; `book` is a `ManuallyDrop`
+    // already released, so only the closure is dropped.
+    drop(unsafe { Box::from_raw(data.cast::<StreamCell<F>>()) });
+}
+
+/// The body of a `cuStreamAddCallback` callback for a [`OneShot`] of `F` (each target module
+/// wraps it in an `extern "C"` function of its own `CUstreamCallback` type): runs the closure if
+/// `status` is success, else records the skip; then hands the closure to the reaper and
+/// releases the book.
+///
+/// # Safety
+/// `data` is a [`OneShot`]'s cell for `F`, handed over; CUDA makes this call once.
+#[inline(always)]
+pub(crate) unsafe fn stream_call<F: FnMut() + Send + 'static>(status: u32, data: *mut c_void) {
+    let _inside = Inside::enter();
+    let cell = data.cast::<StreamCell<F>>();
+    // SAFETY: by the contract the cell is alive and ours; the book is taken once, here.
+    let book = unsafe { ManuallyDrop::take(&mut (*cell).book) };
+    if status == 0 {
+        // SAFETY: as above; nothing else uses the closure during its call.
+        let f = unsafe { &mut (*cell).f };
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+            report(PanicStage::Call, payload);
+        }
+    } else {
+        book.skip(status);
+    }
+    // SAFETY: the cell's closure is `Send`; `drop_cell` drops it once.
+    unsafe { release::<StreamCell<F>>(data, drop_cell::<F>) };
+    // Last: a synchronisation that waits for the stream's callbacks sees the skip and the
+    // closure handed over once the book is released.
+    drop(book);
 }
 
 /// A closure boxed for any number of calls, as a host function, its user data and the
@@ -317,23 +416,26 @@ impl Drop for Shared {
     }
 }
 
-/// Drops a box that was never handed to CUDA, on the thread that made it.
+/// Drops a box of an `F` (one never handed to CUDA, on the thread that made it, or one the
+/// reaper drops).
 unsafe fn discard<F>(data: *mut c_void) {
-    // SAFETY: the caller passes the pointer of a `Box<F>` it still owns.
+    // SAFETY: the caller passes the pointer of a `Box<F>` it owns.
     drop(unsafe { Box::from_raw(data.cast::<F>()) });
 }
 
-/// The host function of a one-shot closure: calls it, which consumes and drops it.
+/// The host function of a one-shot closure: calls it by reference, then hands it to the reaper.
 ///
 /// # Safety
 /// `data` is a `Box<F>` made by [`Once::new`] and handed over; it is called at most once.
-pub(crate) unsafe extern "C" fn call_once<F: FnOnce() + Send>(data: *mut c_void) {
+pub(crate) unsafe extern "C" fn call_once<F: FnMut() + Send + 'static>(data: *mut c_void) {
     let _inside = Inside::enter();
-    // SAFETY: by this function's contract, the box is ours to consume.
-    let f = unsafe { Box::from_raw(data.cast::<F>()) };
+    // SAFETY: by this function's contract, the box is alive and ours.
+    let f = unsafe { &mut *data.cast::<F>() };
     if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
         report(PanicStage::Call, payload);
     }
+    // SAFETY: `F: Send`; `discard` drops the box once.
+    unsafe { release::<F>(data, discard::<F>) };
 }
 
 /// The host function of a closure owned by a user object: calls it by reference.
@@ -350,16 +452,31 @@ pub(crate) unsafe extern "C" fn call_shared<F: Fn() + Send + Sync>(data: *mut c_
     }
 }
 
-/// The user-object destructor of a closure: drops it, once the last holder is gone.
+/// The user-object destructor of a closure, once the last holder is gone: hands it to the
+/// reaper, which drops it on a program thread.
 ///
 /// # Safety
 /// `data` is a `Box<F>` made by [`Shared::new`]; called once, after every call.
-pub(crate) unsafe extern "C" fn drop_shared<F>(data: *mut c_void) {
+pub(crate) unsafe extern "C" fn drop_shared<F: Send + 'static>(data: *mut c_void) {
     let _inside = Inside::enter();
-    // SAFETY: by this function's contract, the box is ours to drop.
-    let f = unsafe { Box::from_raw(data.cast::<F>()) };
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(f))) {
-        report(PanicStage::Drop, payload);
+    // SAFETY: by this function's contract, the box is ours; `F: Send`.
+    unsafe { release::<F>(data, discard::<F>) };
+}
+
+/// Disposes of a box of a `T` that CUDA is done with: hands it to the reaper when dropping a
+/// `T` runs code (a `Drop` somewhere in it), else frees the memory here (freeing memory is no
+/// CUDA call; nothing of the closure runs).
+///
+/// # Safety
+/// As [`reaper::drop_later`]: `drop(data)` drops the `T` behind `data` and frees its box, once.
+#[inline(always)]
+unsafe fn release<T: Send + 'static>(data: *mut c_void, drop: reaper::DropFn) {
+    if std::mem::needs_drop::<T>() {
+        // SAFETY: the caller's contract.
+        unsafe { reaper::drop_later(data, drop) }
+    } else {
+        // SAFETY: the caller's contract; `T` has no drop code, so this only frees the box.
+        unsafe { drop(data) }
     }
 }
 
@@ -374,11 +491,13 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
 
-    /// Counts its drops.
-    struct Tally(Arc<AtomicUsize>);
+    /// Counts its drops, and names the threads it was dropped on.
+    struct Tally(Arc<AtomicUsize>, Arc<Mutex<Vec<Option<String>>>>);
 
     impl Drop for Tally {
         fn drop(&mut self) {
+            let name = std::thread::current().name().map(str::to_owned);
+            self.1.lock().unwrap().push(name);
             self.0.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -387,13 +506,26 @@ mod tests {
         Arc::new(AtomicUsize::new(0))
     }
 
+    fn tally(drops: &Arc<AtomicUsize>, threads: &Arc<Mutex<Vec<Option<String>>>>) -> Tally {
+        Tally(Arc::clone(drops), Arc::clone(threads))
+    }
+
+    fn threads() -> Arc<Mutex<Vec<Option<String>>>> {
+        Arc::new(Mutex::new(Vec::new()))
+    }
+
+    fn reaper_only(threads: &Mutex<Vec<Option<String>>>, n: usize) {
+        let seen = threads.lock().unwrap().clone();
+        assert_eq!(seen, vec![Some(crate::REAPER_THREAD_NAME.to_owned()); n]);
+    }
+
     #[test]
-    fn a_one_shot_closure_runs_once_then_is_dropped() {
-        let (calls, drops) = (counter(), counter());
+    fn a_one_shot_closure_runs_once_then_the_reaper_drops_it() {
+        let (calls, drops, where_) = (counter(), counter(), threads());
         let inside = Arc::new(AtomicBool::new(false));
         let (c, tally, i) = (
             Arc::clone(&calls),
-            Tally(Arc::clone(&drops)),
+            tally(&drops, &where_),
             Arc::clone(&inside),
         );
         let once = Once::new(move || {
@@ -406,7 +538,9 @@ mod tests {
         assert_eq!(drops.load(Ordering::SeqCst), 0);
         unsafe { f(data) };
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+        crate::wait_for_drops().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
+        reaper_only(&where_, 1);
         assert!(
             inside.load(Ordering::SeqCst),
             "the closure runs marked as inside"
@@ -415,25 +549,76 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_callback_runs_or_skips_its_closure_and_always_hands_it_over() {
+        let book = Arc::new(Book::default());
+        let (calls, drops, where_) = (counter(), counter(), threads());
+        let make = || {
+            let (c, t) = (Arc::clone(&calls), tally(&drops, &where_));
+            move || {
+                let _keep = &t;
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        fn parts<F: FnMut() + Send + 'static>(book: &Arc<Book>, f: F) -> *mut c_void {
+            let once = OneShot::new(book, f);
+            let data = once.data();
+            once.hand_over();
+            data
+        }
+        fn call<F: FnMut() + Send + 'static>(_: &F, status: u32, data: *mut c_void) {
+            unsafe { stream_call::<F>(status, data) };
+        }
+        let f = make();
+        let data = parts(&book, make());
+        assert_eq!(Arc::strong_count(&book), 2, "the cell holds the book");
+        call(&f, 0, data);
+        assert_eq!(Arc::strong_count(&book), 1, "released after the call");
+        assert!(!book.any());
+        let data = parts(&book, make());
+        call(&f, 719, data);
+        assert_eq!(Arc::strong_count(&book), 1);
+        assert!(book.any(), "the skip is recorded");
+        drop(f);
+        crate::wait_for_drops().unwrap();
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "the skipped closure is not called"
+        );
+        // The two handed over, on the reaper; the third (`f`, never handed over) here.
+        assert_eq!(drops.load(Ordering::SeqCst), 3);
+        let seen = where_.lock().unwrap().clone();
+        let on_reaper = seen
+            .iter()
+            .filter(|n| n.as_deref() == Some(crate::REAPER_THREAD_NAME))
+            .count();
+        assert_eq!(on_reaper, 2, "{seen:?}");
+        // Refused by CUDA (never handed over): dropped here with its book reference.
+        drop(OneShot::new(&book, make()));
+        assert_eq!(Arc::strong_count(&book), 1);
+        assert_eq!(drops.load(Ordering::SeqCst), 4);
+    }
+
+    #[test]
     fn a_closure_not_handed_over_is_dropped_uncalled() {
-        let (calls, drops) = (counter(), counter());
-        let (c, tally) = (Arc::clone(&calls), Tally(Arc::clone(&drops)));
+        let (calls, drops, where_) = (counter(), counter(), threads());
+        let (c, tally1) = (Arc::clone(&calls), tally(&drops, &where_));
         drop(Once::new(move || {
-            let _keep = &tally;
+            let _keep = &tally1;
             c.fetch_add(1, Ordering::SeqCst);
         }));
-        let tally = Tally(Arc::clone(&drops));
+        let tally2 = tally(&drops, &where_);
         drop(Shared::new(move || {
-            let _keep = &tally;
+            let _keep = &tally2;
         }));
         assert_eq!(calls.load(Ordering::SeqCst), 0);
         assert_eq!(drops.load(Ordering::SeqCst), 2);
     }
 
     #[test]
-    fn a_shared_closure_runs_on_every_call_and_its_destructor_drops_it_once() {
-        let (calls, drops) = (counter(), counter());
-        let (c, tally) = (Arc::clone(&calls), Tally(Arc::clone(&drops)));
+    fn a_shared_closure_runs_on_every_call_and_its_destructor_hands_it_to_the_reaper() {
+        let (calls, drops, where_) = (counter(), counter(), threads());
+        let (c, tally) = (Arc::clone(&calls), tally(&drops, &where_));
         let shared = Shared::new(move || {
             let _keep = &tally;
             c.fetch_add(1, Ordering::SeqCst);
@@ -446,16 +631,18 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1000);
         assert_eq!(drops.load(Ordering::SeqCst), 0);
         unsafe { destroy(data) };
+        crate::wait_for_drops().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
+        reaper_only(&where_, 1);
     }
 
     #[test]
     fn panics_are_reported_and_never_leave_the_trampoline() {
         let _guard = HOOK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let seen = recording_hook();
-        let drops = counter();
+        let (drops, where_) = (counter(), threads());
 
-        let tally = Tally(Arc::clone(&drops));
+        let tally = tally(&drops, &where_);
         let once = Once::new(move || {
             let _keep = &tally;
             panic!("one-shot failure {}", 7);
@@ -486,6 +673,7 @@ mod tests {
         shared.hand_over();
         unsafe { call(data) };
         unsafe { destroy(data) };
+        crate::wait_for_drops().unwrap();
 
         take_panic_hook();
         let seen = seen.lock().unwrap().clone();
@@ -529,6 +717,7 @@ mod tests {
         let (ran, closed_inside) = (counter(), Arc::new(AtomicBool::new(false)));
         let (r, c) = (Arc::clone(&ran), Arc::clone(&closed_inside));
         let once = Once::new(move || {
+            let r = Arc::clone(&r);
             destroy(move || {
                 r.fetch_add(1, Ordering::SeqCst);
             });
@@ -575,6 +764,7 @@ mod tests {
         let (r, seen) = (Arc::clone(&ran), Arc::clone(&refused));
         let once = Once::new(move || {
             *seen.lock().unwrap() = Some(enter("Stream::launch"));
+            let r = Arc::clone(&r);
             destroy(move || {
                 r.fetch_add(1, Ordering::SeqCst);
             });

@@ -57,9 +57,32 @@ pub enum Error {
     /// the one it was instantiated from.
     ForeignExecNode,
 
-    /// The closure that was to signal a stream's completion was dropped without being called
-    /// (CUDA does not call host functions once the context has an error).
+    /// The closure that was to signal a stream's completion was dropped without being called:
+    /// CUDA made its callback with an error, because the context had hit one
+    /// (`Stream::synchronize` reports which).
     CompletionAbandoned,
+
+    /// CUDA skipped one-shot closures of this stream (`Stream::launch`, `Stream::launch_fn`
+    /// outside a capture, `Stream::completion`): the context hit an error (a kernel that trapped,
+    /// an illegal address), after which CUDA calls no host function; it made each closure's
+    /// callback with that error instead, and the closure was dropped uncalled (on the reaper
+    /// thread). The context cannot be used again.
+    HostFunctionsSkipped {
+        /// How many closures were dropped uncalled since the stream last reported.
+        skipped: u32,
+        /// The `CUresult` CUDA passed to the first skipped callback, e.g. 719
+        /// (`CUDA_ERROR_LAUNCH_FAILED`).
+        status: u32,
+        /// The failed synchronisation (or, had it succeeded, the callbacks' status).
+        source: cuda_hostcb::Error,
+    },
+
+    /// A call that waits for the reaper thread was made inside a `Drop` that the reaper runs,
+    /// where it could only wait for itself.
+    OnReaperThread {
+        /// The refused call, e.g. `wait_for_drops`.
+        operation: &'static str,
+    },
 }
 
 // Written out rather than derived, so that the crate users build pulls in no proc-macro stack.
@@ -108,6 +131,32 @@ impl fmt::Display for Error {
                  host functions once the context has hit an error); synchronize the stream to see \
                  the error",
             ),
+            Error::HostFunctionsSkipped {
+                skipped,
+                status,
+                source,
+            } => {
+                let status = cuda_hostcb::Error::Cuda {
+                    api: cuda_hostcb::error::Api::Driver,
+                    function: "",
+                    code: *status,
+                };
+                let name = status.name().unwrap_or("an error");
+                write!(
+                    f,
+                    "{skipped} host function(s) of this stream were not called: the context hit an \
+                     error, so CUDA made their callbacks with {name} ({}) instead of running them, \
+                     and each closure was dropped uncalled; the context cannot be used again \
+                     (find the failed kernel or copy before them; recreate the context, or \
+                     restart the process): {source}",
+                    status.code().unwrap_or_default()
+                )
+            }
+            Error::OnReaperThread { operation } => write!(
+                f,
+                "{operation} was called inside a Drop that the safe layer's reaper thread runs, \
+                 where it could only wait for itself; call it from another thread"
+            ),
         }
     }
 }
@@ -117,7 +166,9 @@ impl std::error::Error for Error {
         match self {
             // Transparent: the CUDA error's own source, as its message is this one's.
             Error::Cuda(e) => std::error::Error::source(e),
-            Error::UpdateRejected { source, .. } => Some(source),
+            Error::UpdateRejected { source, .. } | Error::HostFunctionsSkipped { source, .. } => {
+                Some(source)
+            }
             _ => None,
         }
     }
@@ -138,6 +189,7 @@ impl Error {
         match self {
             Error::Cuda(e) => e.code(),
             Error::UpdateRejected { source, .. } => source.code(),
+            Error::HostFunctionsSkipped { source, .. } => source.code(),
             _ => None,
         }
     }

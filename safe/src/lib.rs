@@ -25,7 +25,7 @@
 //!         let ctx = Context::primary(0)?;
 //!         ctx.make_current()?;
 //!         let stream = Stream::new(&ctx)?;
-//!         stream.launch(|| println!("once, after the work before it"))?;
+//!         stream.launch(|| println!("once, after the work before it"))?; // FnMut, called once
 //!
 //!         let graph = Graph::new(&ctx)?;
 //!         let first = graph.add_host_node(&[], || println!("every launch"))?;
@@ -47,10 +47,14 @@
 //!
 //! In each target module:
 //!
-//! - `Stream::launch` (`FnOnce`) on a stream that is not capturing: the closure is boxed, called
-//!   once by the stream, and dropped right after its call. On a capturing stream it is refused
-//!   ([`Error::CapturingStream`]): a captured host function runs on every launch of the graph, so
-//!   a one-shot closure cannot be captured honestly.
+//! - `Stream::launch` (`FnMut`, called once, by reference) on a stream that is not capturing:
+//!   the closure is boxed and enqueued as a stream callback (`cuStreamAddCallback`), which CUDA
+//!   makes exactly once: with success, and the closure runs, or, once the context has hit an
+//!   error (a kernel that trapped), with that error, and the closure is dropped uncalled and
+//!   counted; the stream's next `synchronize` returns [`Error::HostFunctionsSkipped`]. Either
+//!   way the reaper thread drops it afterwards (see [Drops](#drops)). On a capturing stream it
+//!   is refused ([`Error::CapturingStream`]): a captured host function runs on every launch of
+//!   the graph, so a one-shot closure cannot be captured honestly.
 //! - `Stream::launch_fn` (`Fn + Send + Sync`): on a plain stream as above; on a capturing stream
 //!   (found with `cuStreamGetCaptureInfo`, not asked of the caller) the closure is owned by a CUDA
 //!   user object moved into the graph being captured: one user object per capture and thread,
@@ -59,23 +63,58 @@
 //! - `Graph::add_host_node` (`Fn + Send + Sync`): owned by a CUDA user object moved into the graph
 //!   (`cuGraphRetainUserObject(.., CU_GRAPH_USER_OBJECT_MOVE)`). CUDA copies that reference into
 //!   clones and executables and holds it for in-flight launches, so the closure lives as long as
-//!   any of them and is dropped exactly once, by the user object's destructor, after the last one
-//!   goes.
+//!   any of them and is dropped exactly once, after the last one goes.
 //! - `UpdatableExec::set_host_node` (`Fn + Send + Sync`, an executable made by
 //!   `Graph::instantiate_updatable`): owned by a store of the executable, which the executable
 //!   and its launches hold through a user object; a replaced closure is dropped once no launch
 //!   can call it any more (the type's documentation says when).
+//! - `Stream::completion` is a `Stream::launch` underneath: after a context error its future
+//!   resolves to [`Error::CompletionAbandoned`].
 //! - The raw path stays: `Stream::launch_raw` and `Graph::add_host_node_raw` hand a caller-owned
 //!   pointer and an `extern "C"` function to CUDA unchanged.
+//!
+//! # After a context error
+//!
+//! Once a context has hit a device error, CUDA calls no host function again. What the user gets:
+//!
+//! - One-shot closures (`Stream::launch`, `Stream::launch_fn` on a plain stream,
+//!   `Stream::completion`): dropped uncalled, each once; `Stream::synchronize` reports how many
+//!   with the error, after waiting (up to 2 s) until CUDA has made every callback of the
+//!   closures enqueued through that `Stream`. A thread waiting for such a closure returns if it
+//!   waits for its drop (a channel whose sender the closure owns, a completion future).
+//! - Closures in graphs (host nodes, captured closures): not called by launches after the error
+//!   (CUDA cannot report a skipped host node), and dropped when the graph, its clones and
+//!   executables are dropped, as always. Wait for their drop, not their call.
+//! - `Stream::launch_with_sync_mode` (`cuLaunchHostFunc_v2`, for which CUDA offers no callback
+//!   that reports errors): its closure is neither called nor dropped (leaked); use
+//!   `Stream::launch` where that matters.
+//!
+//! # Drops
+//!
+//! CUDA calls host functions and user-object destructors on threads of its own, where every
+//! CUDA call fails with `CUDA_ERROR_NOT_PERMITTED`, so a captured value whose `Drop` frees
+//! device memory would leak it there. No closure is dropped on a CUDA thread: each is handed to
+//! the reaper, a thread of this crate ([`REAPER_THREAD_NAME`]), which drops it (with what it
+//! captures) on a program thread. [`wait_for_drops`] waits until every closure handed over so
+//! far is dropped, [`pending_drops`] counts those that wait. The backlog holds [`BACKLOG`]
+//! closures; when it is full (a `Drop` on the reaper that blocks for long), a closure is dropped
+//! where it is, on CUDA's thread, and counted ([`overflowed_drops`]): handing over never blocks
+//! CUDA. A closure with nothing to drop (no `Drop` anywhere in what it captures) is just freed
+//! where it is. The reaper has no current context: a `Drop` that calls CUDA makes its context
+//! current itself (as cudarc's types do). Closures still waiting when the process exits are not
+//! dropped.
 //!
 //! # Inside a callback
 //!
 //! A closure runs on a CUDA thread where CUDA calls are not permitted. A panic is caught and
 //! reported through the hook of [`set_panic_hook`] (default: [`default_panic_hook`], a line on
-//! stderr); the launch, the synchronisation and the work after the callback go on normally.
+//! stderr); the launch, the synchronisation and the work after the callback go on normally. A
+//! panic in a closure's `Drop` is reported the same way, from the reaper thread.
 //! Calls into this crate from inside a callback return [`Error::InCallback`], and a handle of
-//! this crate (a stream, graph, executable or context) dropped there is destroyed later, on the
-//! next call of this crate from an ordinary thread. With `panic = "abort"` a panic aborts.
+//! this crate (a stream, graph, executable or context) dropped there (by the closure's body) is
+//! destroyed later, on the next call of this crate from an ordinary thread; one that the
+//! closure owns is destroyed by the reaper when the closure is dropped. With `panic = "abort"` a
+//! panic aborts.
 //!
 //! # Threads and contexts
 //!
@@ -94,6 +133,8 @@ mod callback;
 mod capture;
 mod error;
 mod panic;
+mod reaper;
+mod sticky;
 mod sync_mode;
 
 pub use capture::{CaptureMode, CaptureStatus};
@@ -101,6 +142,7 @@ pub use error::Error;
 pub use panic::{
     CallbackPanic, PanicHook, PanicStage, default_panic_hook, set_panic_hook, take_panic_hook,
 };
+pub use reaper::{BACKLOG, REAPER_THREAD_NAME, overflowed_drops, pending_drops, wait_for_drops};
 pub use sync_mode::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 
 /// One module per target enabled on `cuda-hostcb` (`cuda_hostcb::for_each_target!`), each
@@ -122,7 +164,7 @@ macro_rules! safe_target {
         /// let ctx = Context::primary(0)?;
         /// ctx.make_current()?;
         /// let stream = Stream::new(&ctx)?;
-        /// stream.launch(|| println!("once"))?; // FnOnce: dropped right after its call
+        /// stream.launch(|| println!("once"))?; // called once, then dropped off CUDA's thread
         /// let graph = Graph::new(&ctx)?;
         /// graph.add_host_node(&[], || println!("every launch"))?; // Fn: owned by a CUDA user object
         /// let exec = graph.instantiate()?;

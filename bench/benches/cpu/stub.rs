@@ -28,10 +28,11 @@ pub enum Count {
     #[allow(dead_code, reason = "mirrors the C list; counted, not checked")]
     ProcAddress,
     Failed,
+    AddCallback,
 }
 
 impl Count {
-    pub const LEN: usize = 11;
+    pub const LEN: usize = 12;
 }
 
 /// A stub runtime's counters, in `cudart_stub.c`'s order.

@@ -46,7 +46,7 @@ impl Signal {
 struct Notify(Arc<Signal>);
 
 impl Notify {
-    fn fire(self) {
+    fn fire(&self) {
         self.0.set(DONE);
     }
 }
@@ -66,9 +66,10 @@ impl Drop for Notify {
 /// unpark a thread). It does not borrow the stream; dropping the stream does not cancel it, since
 /// CUDA still runs a destroyed stream's pending work. Dropping the future cancels nothing either.
 ///
-/// It resolves to [`Error::CompletionAbandoned`] if CUDA drops the host function without calling
-/// it. (Today CUDA skips host functions on a context that has hit an error without dropping
-/// them, so after such an error the future stays pending: synchronise the stream instead.)
+/// It resolves to [`Error::CompletionAbandoned`] if CUDA skips the host function: once the
+/// context has hit an error CUDA calls its callback with that error instead, and the closure is
+/// dropped uncalled (on the reaper thread, which then wakes the task); the stream's
+/// `synchronize` names the error.
 #[derive(Debug)]
 #[must_use = "a completion does nothing unless awaited or polled"]
 pub struct Completion {
@@ -116,7 +117,8 @@ impl Future for Completion {
 
 impl Stream {
     /// A [`Completion`] of the work enqueued so far: a future woken by a host function that
-    /// the stream runs after that work (one `cuLaunchHostFunc`; no thread polls).
+    /// the stream runs after that work (one [`Stream::launch`], a `cuStreamAddCallback`; no
+    /// thread polls).
     ///
     /// ```no_run
     /// # async fn run(stream: &cuda_hostcb_safe::ctk_13_0::Stream) -> Result<(), cuda_hostcb_safe::Error> {

@@ -140,8 +140,8 @@ impl Store {
     /// A closure installed at `generation` is being called: its launch was made after every
     /// replacement up to `generation`, and CUDA runs an executable's launches one after
     /// another, so every launch that could call a closure replaced up to then has finished.
-    /// Drops those closures (on this thread, CUDA's, outside the lock; a panic in a drop is
-    /// reported, not raised).
+    /// Hands those closures to the reaper (outside the lock), which drops them on a program
+    /// thread (a panic in a drop is reported, not raised).
     fn called(&self, generation: u64) {
         if self.oldest_retired.load(Ordering::Acquire) > generation {
             return;
@@ -158,7 +158,19 @@ impl Store {
             self.oldest_retired.store(oldest, Ordering::Release);
             due
         };
-        for held in due {
+        if !due.is_empty() {
+            // Off CUDA's thread: the reaper drops them.
+            crate::reaper::drop_boxed(Box::new(Retired(due)));
+        }
+    }
+}
+
+/// Closures a launch's call proved unused, dropped one by one (each drop panic reported).
+struct Retired(Vec<(u64, Held)>);
+
+impl Drop for Retired {
+    fn drop(&mut self) {
+        for held in self.0.drain(..) {
             if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(held))) {
                 report(PanicStage::Drop, payload);
             }
@@ -289,7 +301,7 @@ fn hold_in(graph: &Graph, store: &Arc<Store>) -> Result<GraphExec, Error> {
 ///   while it was current;
 /// - otherwise when a launch made after its replacement runs any closure of the store: CUDA runs
 ///   the launches of one executable one after another, so every launch that could still call
-///   it has finished by then. It is dropped on CUDA's thread, inside that call.
+///   it has finished by then. That call hands it to the reaper thread, which drops it.
 ///
 /// So the store holds the current closure of each node set through it, plus the closures
 /// replaced since the start of the oldest launch that has not yet run one of the store's
@@ -532,7 +544,8 @@ mod tests {
         assert_eq!(drops.load(Ordering::SeqCst), 0);
         // A launch made at generation 3 runs A3: every launch that could call A1 has finished.
         unsafe { call_a3(data_a3) };
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        crate::wait_for_drops().unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "A1, by the reaper");
         assert_eq!(calls.load(Ordering::SeqCst), 3);
         assert_eq!(store.lock().held(), 2);
         assert_eq!(store.lock().most, 3);
@@ -553,6 +566,7 @@ mod tests {
         let (call, data, held) = version(StorePtr(Arc::as_ptr(&store)), 2, || panic!("set 2"));
         assert!(store.install(1, held, 1).is_none());
         unsafe { call(data) };
+        crate::wait_for_drops().unwrap();
         crate::panic::take_panic_hook();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert_eq!(

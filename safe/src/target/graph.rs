@@ -97,8 +97,8 @@ pub(super) fn own_arena(graph: sys::CUgraph, arena: *mut c_void) -> Result<(), E
         )
     };
     if let Err(e) = made {
-        // SAFETY: the arena is still ours, and empty.
-        unsafe { arena::drop_arena(arena) };
+        // SAFETY: the arena is still ours, and empty (dropped here, on a program thread).
+        unsafe { arena::drop_arena_now(arena) };
         return Err(e.into());
     }
     // SAFETY: `object` is live and this thread owns its one reference, which MOVE transfers.
@@ -195,7 +195,10 @@ impl Graph {
     ///
     /// `f` is owned by a CUDA user object that this graph holds; clones, executables and
     /// in-flight launches hold it too, and it is dropped once, after the last of them is gone
-    /// (on a CUDA thread, asynchronously: keep its drop short).
+    /// (asynchronously, by the reaper thread: see [`wait_for_drops`](crate::wait_for_drops)).
+    /// Once the context has hit an error CUDA calls it no more; it is still dropped when the
+    /// graph and its executables go, so wait for a closure's drop (a value it owns), not for
+    /// its call.
     pub fn add_host_node<F>(
         &self,
         dependencies: &[GraphNode<'_>],

@@ -2,13 +2,53 @@
 
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::Arc;
 
 use super::Context;
 use super::graph::{Graph, own_arena};
 use super::sys;
 use crate::arena;
-use crate::callback::{self, Handle, Once};
+use crate::callback::{self, Handle, OneShot, stream_call};
+use crate::sticky::{self, Book};
 use crate::{CaptureMode, CaptureStatus, Error};
+
+// The codes the safe layer treats as ending a context are this target's.
+const _: () = {
+    use sys::CUresult as R;
+    let ours = sticky::STICKY;
+    let theirs = [
+        R::CUDA_ERROR_CONTAINED.0,
+        R::CUDA_ERROR_ILLEGAL_ADDRESS.0,
+        R::CUDA_ERROR_LAUNCH_TIMEOUT.0,
+        R::CUDA_ERROR_ASSERT.0,
+        R::CUDA_ERROR_HARDWARE_STACK_ERROR.0,
+        R::CUDA_ERROR_ILLEGAL_INSTRUCTION.0,
+        R::CUDA_ERROR_MISALIGNED_ADDRESS.0,
+        R::CUDA_ERROR_INVALID_ADDRESS_SPACE.0,
+        R::CUDA_ERROR_INVALID_PC.0,
+        R::CUDA_ERROR_LAUNCH_FAILED.0,
+        R::CUDA_ERROR_EXTERNAL_DEVICE.0,
+    ];
+    let mut i = 0;
+    while i < ours.len() {
+        assert!(ours[i] == theirs[i]);
+        i += 1;
+    }
+    assert!(R::CUDA_SUCCESS.0 == 0);
+};
+
+/// The `cuStreamAddCallback` callback of a one-shot closure `F` (see `callback::stream_call`).
+///
+/// # Safety
+/// `data` is a [`OneShot`] cell for `F`, handed over; CUDA calls this once.
+unsafe extern "C" fn on_stream<F: FnMut() + Send + 'static>(
+    _: sys::CUstream,
+    status: sys::CUresult,
+    data: *mut c_void,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { stream_call::<F>(status.0, data) }
+}
 
 // The safe enums mirror this target's values.
 const _: () = {
@@ -41,6 +81,8 @@ pub struct Stream {
     raw: sys::CUstream,
     owned: bool,
     ctx: Option<Context>,
+    /// The one-shot closures CUDA skipped (held by each until its callback).
+    book: Arc<Book>,
 }
 
 // SAFETY: a stream may be used from any thread; `Stream` is not `Sync` (see above).
@@ -60,6 +102,7 @@ impl Stream {
             raw,
             owned: true,
             ctx: Some(ctx.clone()),
+            book: Arc::default(),
         })
     }
 
@@ -74,6 +117,7 @@ impl Stream {
             raw,
             owned: false,
             ctx: None,
+            book: Arc::default(),
         }
     }
 
@@ -92,8 +136,20 @@ impl Stream {
         self.ctx.as_ref()
     }
 
-    /// Enqueues a one-shot closure: the stream calls it once, after the work before it, and it
-    /// is dropped right after that call.
+    /// Enqueues a one-shot closure: the stream calls it once, after the work before it
+    /// (`cuStreamAddCallback`), and the reaper thread drops it after that call, with what it
+    /// captures, on a program thread (so a captured value's `Drop` may call CUDA, e.g. free
+    /// device memory; see [`wait_for_drops`](crate::wait_for_drops)).
+    ///
+    /// `FnMut`, called by reference, so that its captures outlive the call and are dropped off
+    /// CUDA's thread; a closure that moves a capture out (`Option::take`) drops that part
+    /// where it does so.
+    ///
+    /// Once the context has hit an error (a kernel that trapped), CUDA calls no host function:
+    /// the closure is then dropped uncalled, and the stream's next
+    /// [`synchronize`](Self::synchronize) returns [`Error::HostFunctionsSkipped`] with the count.
+    /// Either way it is called or dropped exactly once, so a thread waiting for it never waits
+    /// forever if it waits for its drop (e.g. on a channel whose sender it owns).
     ///
     /// A stream that is capturing a graph would record the call and make it on every launch of
     /// the graph, so this returns [`Error::CapturingStream`] then (dropping `f` uncalled); use
@@ -101,22 +157,26 @@ impl Stream {
     #[inline]
     pub fn launch<F>(&self, f: F) -> Result<(), Error>
     where
-        F: FnOnce() + Send + 'static,
+        F: FnMut() + Send + 'static,
     {
         callback::enter("Stream::launch")?;
         match self.status()? {
-            CaptureStatus::None => self.enqueue_once(Once::new(f)),
+            CaptureStatus::None => self.enqueue_once(f),
             CaptureStatus::Active => Err(Error::CapturingStream),
             CaptureStatus::Invalidated => Err(Error::CaptureInvalidated),
         }
     }
 
     /// Enqueues a closure that may run many times: on a plain stream it runs once and is
-    /// dropped after that call, as with [`launch`](Self::launch); on a capturing stream it
+    /// dropped after that call, as with [`launch`](Self::launch) (skipped and dropped after a
+    /// context error, likewise); on a capturing stream it
     /// becomes a host node of the graph being captured, owned by a CUDA user object moved into
-    /// that graph, so it runs on every launch and is dropped once, after the last graph,
-    /// executable or launch that holds it is gone. (The closures one thread captures into one
-    /// capture share one user object; the first of them makes it.)
+    /// that graph, so it runs on every launch and is dropped once, by the reaper thread, after
+    /// the last graph, executable or launch that holds it is gone. (The closures one thread
+    /// captures into one capture share one user object; the first of them makes it.) A captured
+    /// closure is recorded with `cuLaunchHostFunc` (`cuStreamAddCallback` cannot be captured):
+    /// after a context error, launches of its graph do not call it, and it is dropped only
+    /// when the graph and its executables are, so wait for its drop, not for its call.
     #[inline]
     pub fn launch_fn<F>(&self, f: F) -> Result<(), Error>
     where
@@ -131,7 +191,7 @@ impl Stream {
             return self.enqueue_captured(id, graph, f);
         }
         match CaptureStatus::from_raw(status.0) {
-            CaptureStatus::None => self.enqueue_once(Once::new(f)),
+            CaptureStatus::None => self.enqueue_once(f),
             _ => Err(Error::CaptureInvalidated),
         }
     }
@@ -156,11 +216,19 @@ impl Stream {
     }
 
     /// Waits for the stream's work, callbacks included (`cuStreamSynchronize`).
+    ///
+    /// If CUDA skipped one-shot closures of this stream since the last report (the context hit
+    /// an error), it returns [`Error::HostFunctionsSkipped`] with their count and the error;
+    /// after such an error it first waits (up to 2 s) until CUDA has made the callback of every
+    /// closure enqueued through this `Stream`, so the count is whole. The closures' drops may
+    /// still be under way on the reaper thread ([`wait_for_drops`](crate::wait_for_drops)).
     pub fn synchronize(&self) -> Result<(), Error> {
         callback::enter("Stream::synchronize")?;
         // SAFETY: the stream is valid while `self` lives.
-        unsafe { sys::cuStreamSynchronize(self.raw)? };
-        Ok(())
+        match unsafe { sys::cuStreamSynchronize(self.raw) } {
+            Ok(()) if !self.book.any() => Ok(()),
+            result => sticky::report(&self.book, result),
+        }
     }
 
     /// Whether the stream is capturing a graph (`cuStreamIsCapturing`).
@@ -196,12 +264,13 @@ impl Stream {
         Ok(CaptureStatus::from_raw(status.0))
     }
 
-    /// Launches a one-shot closure; if CUDA refuses, `once` drops it here.
+    /// Enqueues a one-shot closure as a stream callback; if CUDA refuses, it is dropped here.
     #[inline]
-    fn enqueue_once(&self, once: Once) -> Result<(), Error> {
-        let (call, data) = once.parts();
-        // SAFETY: `call` consumes `data` on its single call, which a plain stream makes once.
-        unsafe { sys::cuLaunchHostFunc(self.raw, Some(call), data)? };
+    fn enqueue_once<F: FnMut() + Send + 'static>(&self, f: F) -> Result<(), Error> {
+        let once = OneShot::new(&self.book, f);
+        // SAFETY: CUDA makes the callback once (with success or the context's error), and
+        // `on_stream` consumes the cell then.
+        unsafe { sys::cuStreamAddCallback(self.raw, Some(on_stream::<F>), once.data(), 0)? };
         once.hand_over();
         Ok(())
     }

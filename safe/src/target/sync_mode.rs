@@ -43,7 +43,13 @@ pub(super) fn check(mode: HostSyncMode) -> Result<(), Error> {
 
 impl Stream {
     /// Enqueues a one-shot closure with a sync mode (`cuLaunchHostFunc_v2`): the stream calls it
-    /// once, after the work before it, and it is dropped right after that call.
+    /// once, after the work before it, by reference, and the reaper thread drops it after that
+    /// call, as with [`Stream::launch`].
+    ///
+    /// Unlike [`Stream::launch`], whose closures CUDA reports back after a context error,
+    /// `cuLaunchHostFunc_v2` has no such path (CUDA offers no stream callback with a sync mode):
+    /// once the context has hit an error CUDA neither calls nor releases the function, so the
+    /// closure is leaked, uncalled. Use [`Stream::launch`] for a closure whose drop matters then.
     ///
     /// Refused, dropping `f` uncalled, with [`Error::SyncModeUnavailable`] where this target's
     /// headers or the installed driver (older than CUDA 13.1) take no sync mode; the fallback is
@@ -65,7 +71,7 @@ impl Stream {
     /// [`Graph::add_host_node_with_sync_mode`] instead.
     pub fn launch_with_sync_mode<F>(&self, mode: HostSyncMode, f: F) -> Result<(), Error>
     where
-        F: FnOnce() + Send + 'static,
+        F: FnMut() + Send + 'static,
     {
         callback::enter("Stream::launch_with_sync_mode")?;
         let once = Once::new(f);

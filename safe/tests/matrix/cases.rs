@@ -906,10 +906,13 @@ fn raw_user_data_reaches_the_callback_unchanged(_: usize) -> Outcome {
 fn calls_inside_a_callback_are_refused_and_drops_deferred(_: usize) -> Outcome {
     let ctx = current(0)?;
     let stream = safe::Stream::new(&ctx)?;
-    let inner = safe::Stream::new(&ctx)?;
+    let mut inner = Some(safe::Stream::new(&ctx)?);
     let outcome = Arc::new(Mutex::new(Vec::new()));
     let out = Arc::clone(&outcome);
     stream.launch(move || {
+        // Taken out of the closure, so that it is dropped here, inside the callback (the
+        // closure itself is dropped later, by the reaper thread).
+        let Some(inner) = inner.take() else { return };
         let refused = inner.synchronize();
         record(
             &out,

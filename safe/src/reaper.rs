@@ -1,0 +1,409 @@
+//! The reaper: a thread of this crate that drops closures (and what they capture) after CUDA is
+//! done with them, so that no closure is dropped on one of CUDA's threads.
+//!
+//! CUDA calls host functions, stream callbacks and user-object destructors on threads of its
+//! own, where every CUDA call fails with `CUDA_ERROR_NOT_PERMITTED`. A closure that owns device
+//! memory (a buffer whose `Drop` calls `cuMemFree`) would leak it there, silently, and an
+//! error-keeping library (cudarc) would then fail its next call on another thread. So the
+//! trampolines never drop a closure themselves: they hand it here ([`drop_later`]), and the
+//! reaper thread, an ordinary program thread, drops it.
+//!
+//! - The backlog holds at most [`BACKLOG`] closures waiting to be dropped. Handing one over
+//!   never blocks CUDA's thread (a blocked callback could stall the device work that a `Drop`
+//!   on the reaper waits for, e.g. `cuMemFree`, which synchronises): when the backlog is full,
+//!   the closure is dropped where it is, on CUDA's thread, as it was before this layer had a
+//!   reaper, and counted ([`overflowed_drops`]). The same happens if the thread cannot be
+//!   started.
+//! - The thread starts on first use and runs for the life of the process. It has no current
+//!   CUDA context: a `Drop` that calls CUDA makes its context current itself (as cudarc's types
+//!   do). Closures still waiting when the process exits are not dropped.
+//! - [`wait_for_drops`] waits until every closure handed over so far is dropped;
+//!   [`pending_drops`] counts those not yet dropped. Neither sees closures that CUDA still holds
+//!   (pending launches, graphs and executables not yet destroyed).
+//! - A panic in a `Drop` is caught and reported through the panic hook
+//!   ([`PanicStage::Drop`](crate::PanicStage::Drop)); the reaper goes on.
+
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::{self, Thread};
+
+use crate::Error;
+use crate::callback;
+use crate::panic::{PanicStage, report};
+
+/// How many closures may wait for the reaper at once; see the module documentation for what
+/// happens beyond.
+pub const BACKLOG: usize = 4096;
+
+/// The name of the reaper thread, as [`std::thread::Thread::name`] reports it on that thread.
+pub const REAPER_THREAD_NAME: &str = "cuda-hostcb-reaper";
+
+/// Drops what `data` points to (and frees its allocation); called once.
+pub(crate) type DropFn = unsafe fn(*mut c_void);
+
+/// One closure to drop.
+struct Job {
+    data: *mut c_void,
+    drop: DropFn,
+}
+
+// SAFETY: every job is a closure (or a box of one) whose type is `Send`, handed over once by the
+// trampoline that owned it; `drop_later`'s contract says so.
+unsafe impl Send for Job {}
+
+impl Job {
+    /// Drops the job's closure, reporting a panic instead of raising it.
+    fn run(self) {
+        let Job { data, drop } = self;
+        // SAFETY: by `drop_later`'s contract, `drop` drops `data` once, here.
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| unsafe { drop(data) })) {
+            report(PanicStage::Drop, payload);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Waiting closures (never more than the capacity: no reallocation).
+    jobs: Vec<Job>,
+    /// Closures the thread has taken and is dropping now.
+    dropping: usize,
+    /// The thread is parked (or about to park) and must be unparked by the next hand-over.
+    parked: bool,
+    /// Threads in [`Reaper::wait`].
+    waiters: usize,
+}
+
+/// A reaper: its backlog and its thread (one per process, [`REAPER`]; tests make their own).
+pub(crate) struct Reaper {
+    queue: Mutex<Queue>,
+    /// Signalled when the backlog is empty and nothing is being dropped, if anyone waits.
+    idle: Condvar,
+    thread: OnceLock<Option<Thread>>,
+    capacity: usize,
+    overflowed: AtomicU64,
+    name: &'static str,
+}
+
+/// The process's reaper.
+static REAPER: Reaper = Reaper::new(BACKLOG, REAPER_THREAD_NAME);
+
+thread_local! {
+    /// Whether this thread is a reaper thread.
+    static ON_REAPER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+impl Reaper {
+    pub(crate) const fn new(capacity: usize, name: &'static str) -> Reaper {
+        Reaper {
+            queue: Mutex::new(Queue {
+                jobs: Vec::new(),
+                dropping: 0,
+                parked: false,
+                waiters: 0,
+            }),
+            idle: Condvar::new(),
+            thread: OnceLock::new(),
+            capacity,
+            overflowed: AtomicU64::new(0),
+            name,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The reaper thread, started on first use (`None`: it could not be started).
+    #[inline]
+    fn thread(&'static self) -> Option<&'static Thread> {
+        self.thread.get_or_init(|| self.start()).as_ref()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn start(&'static self) -> Option<Thread> {
+        {
+            let mut queue = self.lock();
+            let want = self.capacity.saturating_sub(queue.jobs.capacity());
+            queue.jobs.reserve_exact(want);
+        }
+        thread::Builder::new()
+            .name(self.name.to_owned())
+            .spawn(move || self.run())
+            .ok()
+            .map(|handle| handle.thread().clone())
+    }
+
+    /// Hands `data` over to be dropped by `drop` on the reaper thread (or here, counted, when
+    /// the backlog is full or the thread could not be started).
+    ///
+    /// # Safety
+    /// `drop(data)` drops a value of a `Send` type once; nothing else uses `data` afterwards.
+    #[inline]
+    pub(crate) unsafe fn drop_later(&'static self, data: *mut c_void, drop: DropFn) {
+        let job = Job { data, drop };
+        let Some(thread) = self.thread() else {
+            return self.overflow(job);
+        };
+        let mut queue = self.lock();
+        if queue.jobs.len() >= self.capacity {
+            std::mem::drop(queue);
+            return self.overflow(job);
+        }
+        queue.jobs.push(job);
+        let wake = std::mem::take(&mut queue.parked);
+        std::mem::drop(queue);
+        if wake {
+            thread.unpark();
+        }
+    }
+
+    /// Drops `job` on this thread, counted.
+    #[cold]
+    #[inline(never)]
+    fn overflow(&self, job: Job) {
+        self.overflowed.fetch_add(1, Ordering::Relaxed);
+        job.run();
+    }
+
+    /// The reaper thread's loop: take the whole backlog, drop it, park when there is none.
+    fn run(&self) {
+        ON_REAPER.with(|on| on.set(true));
+        let mut mine: Vec<Job> = Vec::with_capacity(self.capacity);
+        loop {
+            {
+                let mut queue = self.lock();
+                queue.dropping = 0;
+                if queue.jobs.is_empty() {
+                    if queue.waiters > 0 {
+                        self.idle.notify_all();
+                    }
+                    queue.parked = true;
+                    std::mem::drop(queue);
+                    // A hand-over after `parked` was set unparks: the token makes this return.
+                    thread::park();
+                    continue;
+                }
+                // Both vectors keep their capacity: no allocation after the first.
+                std::mem::swap(&mut queue.jobs, &mut mine);
+                queue.dropping = mine.len();
+            }
+            for job in mine.drain(..) {
+                job.run();
+            }
+        }
+    }
+
+    /// Closures handed over and not yet dropped.
+    pub(crate) fn pending(&self) -> usize {
+        let queue = self.lock();
+        queue.jobs.len() + queue.dropping
+    }
+
+    /// Waits until every closure handed over so far has been dropped.
+    pub(crate) fn wait(&self) {
+        let mut queue = self.lock();
+        queue.waiters += 1;
+        while !(queue.jobs.is_empty() && queue.dropping == 0) {
+            queue = self.idle.wait(queue).unwrap_or_else(|e| e.into_inner());
+        }
+        queue.waiters -= 1;
+    }
+
+    pub(crate) fn overflowed(&self) -> u64 {
+        self.overflowed.load(Ordering::Relaxed)
+    }
+}
+
+/// Hands a closure to the process's reaper; see [`Reaper::drop_later`].
+///
+/// # Safety
+/// As [`Reaper::drop_later`].
+#[inline]
+pub(crate) unsafe fn drop_later(data: *mut c_void, drop: DropFn) {
+    // SAFETY: the caller's contract.
+    unsafe { REAPER.drop_later(data, drop) }
+}
+
+/// Hands a boxed value to the process's reaper.
+pub(crate) fn drop_boxed<T: Send + 'static>(value: Box<T>) {
+    unsafe fn drop_box<T>(data: *mut c_void) {
+        // SAFETY: `data` is the box made below, dropped once.
+        drop(unsafe { Box::from_raw(data.cast::<T>()) });
+    }
+    // SAFETY: the box's value is `Send` and dropped once by `drop_box`.
+    unsafe { drop_later(Box::into_raw(value).cast(), drop_box::<T>) }
+}
+
+/// Waits until every closure that CUDA is done with so far has been dropped by the reaper
+/// thread: closures whose call ran or was skipped, and those of graphs and executables whose
+/// user objects CUDA has destroyed.
+///
+/// It does not wait for CUDA: synchronise the stream first (and, for the closures of a graph,
+/// destroy the graph and its executables; CUDA runs their destructors asynchronously, so poll
+/// [`pending_drops`] or your own counts after that). Refused inside a callback
+/// ([`Error::InCallback`]) and inside a `Drop` that the reaper runs
+/// ([`Error::OnReaperThread`]), where it could only wait for itself. Do not hold a lock that a
+/// closure's `Drop` takes while waiting.
+pub fn wait_for_drops() -> Result<(), Error> {
+    if callback::in_callback() {
+        return Err(Error::InCallback {
+            operation: "wait_for_drops",
+        });
+    }
+    if ON_REAPER.with(|on| on.get()) {
+        return Err(Error::OnReaperThread {
+            operation: "wait_for_drops",
+        });
+    }
+    REAPER.wait();
+    Ok(())
+}
+
+/// How many closures wait for the reaper thread, or are being dropped by it now.
+pub fn pending_drops() -> usize {
+    REAPER.pending()
+}
+
+/// How many closures were dropped on the thread that handed them over (CUDA's), because the
+/// reaper's backlog of [`BACKLOG`] was full or its thread could not be started.
+pub fn overflowed_drops() -> u64 {
+    REAPER.overflowed()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::{Arc, Barrier};
+
+    /// Records the thread it is dropped on.
+    struct Where(Arc<Mutex<Vec<Option<String>>>>);
+
+    impl Drop for Where {
+        fn drop(&mut self) {
+            let name = thread::current().name().map(str::to_owned);
+            self.0.lock().unwrap().push(name);
+        }
+    }
+
+    unsafe fn drop_where(data: *mut c_void) {
+        drop(unsafe { Box::from_raw(data.cast::<Where>()) });
+    }
+
+    fn leak(capacity: usize, name: &'static str) -> &'static Reaper {
+        Box::leak(Box::new(Reaper::new(capacity, name)))
+    }
+
+    #[test]
+    fn closures_are_dropped_on_the_reaper_thread_and_waited_for() {
+        let reaper = leak(16, "test-reaper-a");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        for _ in 0..10 {
+            let data = Box::into_raw(Box::new(Where(Arc::clone(&seen))));
+            unsafe { reaper.drop_later(data.cast(), drop_where) };
+            reaper.wait();
+        }
+        for _ in 0..10 {
+            let data = Box::into_raw(Box::new(Where(Arc::clone(&seen))));
+            unsafe { reaper.drop_later(data.cast(), drop_where) };
+        }
+        reaper.wait();
+        assert_eq!(reaper.pending(), 0);
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen, vec![Some("test-reaper-a".to_owned()); 20]);
+        assert_eq!(reaper.overflowed(), 0);
+    }
+
+    #[test]
+    fn a_full_backlog_drops_in_place_without_blocking() {
+        let reaper = leak(4, "test-reaper-b");
+        // The first job holds the reaper until the test lets it go.
+        let (entered, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        struct Hold(Arc<Barrier>, Arc<Barrier>);
+        impl Drop for Hold {
+            fn drop(&mut self) {
+                self.0.wait();
+                self.1.wait();
+            }
+        }
+        unsafe fn drop_hold(data: *mut c_void) {
+            drop(unsafe { Box::from_raw(data.cast::<Hold>()) });
+        }
+        let hold = Box::into_raw(Box::new(Hold(Arc::clone(&entered), Arc::clone(&release))));
+        unsafe { reaper.drop_later(hold.cast(), drop_hold) };
+        entered.wait();
+        assert_eq!(reaper.pending(), 1, "the held job is being dropped");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        for _ in 0..10 {
+            let data = Box::into_raw(Box::new(Where(Arc::clone(&seen))));
+            unsafe { reaper.drop_later(data.cast(), drop_where) };
+        }
+        // 4 wait; 6 were dropped here, on this (the handing-over) thread.
+        assert_eq!(reaper.overflowed(), 6);
+        assert_eq!(reaper.pending(), 5);
+        let here = thread::current().name().map(str::to_owned);
+        assert_eq!(seen.lock().unwrap().clone(), vec![here; 6]);
+        release.wait();
+        reaper.wait();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 10, "every closure dropped once");
+        let on_reaper = seen
+            .iter()
+            .filter(|n| n.as_deref() == Some("test-reaper-b"))
+            .count();
+        assert_eq!(on_reaper, 4);
+    }
+
+    #[test]
+    fn a_panicking_drop_is_reported_and_the_reaper_goes_on() {
+        let _guard = crate::panic::tests::HOOK_LOCK
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let seen = crate::panic::tests::recording_hook();
+        let reaper = leak(8, "test-reaper-c");
+        struct Loud;
+        impl Drop for Loud {
+            fn drop(&mut self) {
+                panic!("loud drop");
+            }
+        }
+        unsafe fn drop_loud(data: *mut c_void) {
+            drop(unsafe { Box::from_raw(data.cast::<Loud>()) });
+        }
+        unsafe { reaper.drop_later(Box::into_raw(Box::new(Loud)).cast(), drop_loud) };
+        let count = Arc::new(AtomicUsize::new(0));
+        struct Count(Arc<AtomicUsize>);
+        impl Drop for Count {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        unsafe fn drop_count(data: *mut c_void) {
+            drop(unsafe { Box::from_raw(data.cast::<Count>()) });
+        }
+        let data = Box::into_raw(Box::new(Count(Arc::clone(&count))));
+        unsafe { reaper.drop_later(data.cast(), drop_count) };
+        reaper.wait();
+        crate::panic::take_panic_hook();
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            seen.lock().unwrap().clone(),
+            vec![(PanicStage::Drop, Some("loud drop".to_owned()))]
+        );
+    }
+
+    #[test]
+    fn waiting_is_refused_inside_a_callback() {
+        let _inside = callback::Inside::enter();
+        assert!(matches!(
+            wait_for_drops(),
+            Err(Error::InCallback {
+                operation: "wait_for_drops"
+            })
+        ));
+    }
+}

@@ -1,0 +1,170 @@
+//! What the `sticky` and `reaper` GPU tests share: the per-target GPU probe and trials, checks
+//! that obey `HOSTCB_TESTS_WRONG_EXPECTATIONS`, a watchdog, and the harness's `main`.
+//!
+//! The GPU is probed once per target at start-up. When it is unusable each GPU trial is ignored,
+//! with one `SKIP:` line that gives the count and the reason; with `REQUIRE_GPU=1` the trials
+//! fail instead. Callbacks and drops only record; every check runs on the test thread.
+
+#![allow(dead_code, reason = "each test uses its own part")]
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+
+/// What the probe found for one target.
+pub enum Gpu {
+    Ready,
+    Skip(String),
+    Fail(String),
+}
+
+impl Gpu {
+    pub fn from_probe(probe: Result<usize, String>, require: bool) -> Gpu {
+        let reason = match probe {
+            Ok(0) => "the CUDA driver reports no device".to_owned(),
+            Ok(_) => return Gpu::Ready,
+            Err(reason) => reason,
+        };
+        if require {
+            Gpu::Fail(reason)
+        } else {
+            Gpu::Skip(reason)
+        }
+    }
+}
+
+pub type Outcome = Result<Completion, Failed>;
+pub type Case = fn() -> Outcome;
+
+/// One trial named `<target>::<name>`, run, ignored or failed as the probe says.
+pub fn gpu_trial(target: &str, gpu: &Gpu, name: &str, case: Case) -> Trial {
+    let name = format!("{target}::{name}");
+    match gpu {
+        Gpu::Ready => Trial::ignorable_test(name, case),
+        Gpu::Skip(_) => Trial::test(name, || Ok(())).with_ignored_flag(true),
+        Gpu::Fail(reason) => {
+            let reason = reason.clone();
+            Trial::test(name, move || {
+                Err(format!("REQUIRE_GPU=1, but no GPU is usable: {reason}").into())
+            })
+        }
+    }
+}
+
+pub fn done() -> Outcome {
+    Ok(Completion::Completed)
+}
+
+pub const WRONG_EXPECTATIONS_ENV: &str = "HOSTCB_TESTS_WRONG_EXPECTATIONS";
+
+fn wrong() -> bool {
+    hostcb_gate::wrong_expectations()
+}
+
+/// Checks `got == want` (with wrong expectations on: that they differ).
+pub fn expect_eq<T: PartialEq + Debug>(what: &str, got: T, want: T) -> Result<(), Failed> {
+    match (got == want, wrong()) {
+        (true, false) | (false, true) => Ok(()),
+        (false, false) => Err(format!("{what}: got {got:?}, want {want:?}").into()),
+        (true, true) => Err(format!(
+            "{what}: got {got:?}, and {WRONG_EXPECTATIONS_ENV}=1 wanted anything else"
+        )
+        .into()),
+    }
+}
+
+/// Checks that `holds` (with wrong expectations on: that it does not), describing `seen`.
+pub fn expect_that(what: &str, holds: bool, seen: impl Debug) -> Result<(), Failed> {
+    match (holds, wrong()) {
+        (true, false) | (false, true) => Ok(()),
+        (false, false) => Err(format!("{what}: does not hold; seen {seen:?}").into()),
+        (true, true) => Err(format!(
+            "{what}: holds (seen {seen:?}), and {WRONG_EXPECTATIONS_ENV}=1 wanted it not to"
+        )
+        .into()),
+    }
+}
+
+/// Polls `done` until it holds or `limit` passes; `false` if it never held.
+pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// Ends the process with a failure naming `what` unless disarmed within `limit`: a deadlock
+/// fails the test instead of hanging it.
+pub struct Watchdog(Arc<AtomicBool>);
+
+impl Watchdog {
+    pub fn arm(what: String, limit: Duration) -> Watchdog {
+        let disarmed = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&disarmed);
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while start.elapsed() < limit {
+                if flag.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            eprintln!("watchdog: {what} did not finish within {limit:?} (a deadlock or a hang)");
+            std::process::exit(101);
+        });
+        Watchdog(disarmed)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One target: its name, what its probe found, and how to make its trials.
+pub type Target = (&'static str, Result<usize, String>, fn(&Gpu) -> Vec<Trial>);
+
+/// The harness: probes every target with `probe`, makes its trials with `make`, prints one
+/// `SKIP:` line for the ignored ones, and runs them one at a time unless told otherwise.
+pub fn run(targets: Vec<Target>) -> ! {
+    let mut args = Arguments::from_args();
+    if args.test_threads.is_none() {
+        args.test_threads = Some(1);
+    }
+    let require = hostcb_gate::require_gpu();
+    let mut trials = Vec::new();
+    let mut skips: Vec<(String, Vec<String>)> = Vec::new();
+    for (target, probe, make) in targets {
+        let gpu = Gpu::from_probe(probe, require);
+        let made = make(&gpu);
+        match &gpu {
+            Gpu::Ready => println!("GPU: {target}: usable"),
+            Gpu::Skip(reason) => {
+                let entry = format!("{} of {target}", made.len());
+                match skips.iter_mut().find(|(r, _)| r == reason) {
+                    Some((_, targets)) => targets.push(entry),
+                    None => skips.push((reason.clone(), vec![entry])),
+                }
+            }
+            Gpu::Fail(reason) => println!("FAIL: {target}: REQUIRE_GPU=1 and {reason}"),
+        }
+        trials.extend(made);
+    }
+    let skipped = trials.iter().filter(|t| t.has_ignored_flag()).count();
+    if skipped > 0 {
+        let why: Vec<_> = skips
+            .iter()
+            .map(|(reason, targets)| format!("{} ({reason})", targets.join(", ")))
+            .collect();
+        println!("SKIP: {skipped} GPU tests: {}", why.join("; "));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
