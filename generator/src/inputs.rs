@@ -33,6 +33,7 @@ pub use error::InputError;
 pub(crate) use files::kind as file_kind;
 pub use files::{PIN_PREFIX, join_cache, sha256_file};
 pub use headers::{Headers, local_headers};
+pub(crate) use libclang::gcc_include_args;
 pub use libclang::{LIBCLANG_VERSION, Libclang, local_libclang};
 pub use lock::{LOCK_PATH, Lock, LockEntry, Provenance, TargetPin};
 pub use wheel::{Fetch, MAX_UNPACKED_BYTES, Pip, Wheel, unpack_wheel, verify_wheel};
@@ -146,7 +147,7 @@ fn header_pins(lock: &Lock, ctk: Ctk) -> Result<[Pin; 2], InputError> {
 }
 
 /// The pinned libclang wheel.
-const LIBCLANG_SPEC: &str = "libclang==18.1.1";
+pub(crate) const LIBCLANG_SPEC: &str = "libclang==18.1.1";
 
 fn libclang_pin() -> Pin {
     Pin {

@@ -193,6 +193,100 @@ impl Model {
     }
 }
 
+/// What the files written for the whole target list need of one target's model: for each API,
+/// every bound function (its ABI symbol, sorted) with its compatibility-table cell. Plain data:
+/// it crosses the worker threads of a regen (a [`Model`] holds syntax trees, which cannot), and
+/// is what the input cache keeps of targets a regen does not write ([`Summary::to_text`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// The target.
+    pub ctk: Ctk,
+    /// `(function, cell)` of the driver API, sorted by function.
+    pub driver: Vec<(String, String)>,
+    /// `(function, cell)` of the runtime API, sorted by function.
+    pub runtime: Vec<(String, String)>,
+}
+
+impl Summary {
+    /// The summary of `model`. A cell is the ABI version the headers give the function: for the
+    /// driver the `cuGetProcAddress` version, `legacy / per-thread` where the function has a
+    /// per-thread-default-stream variant; for the runtime the version of its driver counterpart,
+    /// or `✓` for a function without one (resolved by symbol).
+    pub fn of(model: &Model) -> Summary {
+        let column = |api: Api| {
+            let mut column: Vec<(String, String)> = model
+                .api(api)
+                .functions
+                .iter()
+                .map(|f| {
+                    let cell = match (api, model.header_version(api, f), &f.per_thread) {
+                        (Api::Driver, _, Some(pt)) => format!("{} / {}", f.version, pt.version),
+                        (_, Some(version), _) => version.to_string(),
+                        (_, None, _) => "✓".to_owned(),
+                    };
+                    (f.name.clone(), cell)
+                })
+                .collect();
+            column.sort();
+            column
+        };
+        Summary {
+            ctk: model.ctk,
+            driver: column(Api::Driver),
+            runtime: column(Api::Runtime),
+        }
+    }
+
+    /// The column of `api`.
+    pub fn api(&self, api: Api) -> &[(String, String)] {
+        match api {
+            Api::Driver => &self.driver,
+            Api::Runtime => &self.runtime,
+        }
+    }
+
+    /// The summary as text: a first line `hostcb summary <ctk>`, then one line
+    /// `<api>\t<function>\t<cell>` per function.
+    pub fn to_text(&self) -> String {
+        let mut text = format!("hostcb summary {}\n", self.ctk);
+        for api in [Api::Driver, Api::Runtime] {
+            for (name, cell) in self.api(api) {
+                text.push_str(&format!("{}\t{name}\t{cell}\n", api.as_str()));
+            }
+        }
+        text
+    }
+
+    /// Reads what [`Summary::to_text`] wrote for `ctk`; `None` for anything else.
+    pub fn from_text(ctk: Ctk, text: &str) -> Option<Summary> {
+        let mut lines = text.strip_suffix('\n')?.split('\n');
+        if lines.next()? != format!("hostcb summary {ctk}") {
+            return None;
+        }
+        let mut summary = Summary {
+            ctk,
+            driver: Vec::new(),
+            runtime: Vec::new(),
+        };
+        for line in lines {
+            let mut fields = line.split('\t');
+            let (api, name, cell) = (fields.next()?, fields.next()?, fields.next()?);
+            if fields.next().is_some() || name.is_empty() || cell.is_empty() {
+                return None;
+            }
+            let column = match api {
+                "driver" => &mut summary.driver,
+                "runtime" => &mut summary.runtime,
+                _ => return None,
+            };
+            column.push((name.to_owned(), cell.to_owned()));
+        }
+        summary.driver.sort();
+        summary.runtime.sort();
+        Some(summary)
+    }
+}
+
 impl ApiModel {
     /// Functions and types bound against what the headers declare.
     pub fn coverage(&self) -> Coverage {

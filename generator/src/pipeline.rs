@@ -12,9 +12,11 @@ use crate::config::Config;
 use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
 use crate::layout::{self, LayoutError};
-use crate::model::{ApiModel, Model};
+use crate::model::{ApiModel, Model, Summary};
 use crate::reader::{self, HeaderSet, ReadError};
-use crate::writer::{self, Templates};
+use crate::writer::{self, ParsedTemplates};
+
+mod summaries;
 
 /// Anything that stops generation; each message is one line that says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -108,7 +110,7 @@ fn model_from(config: &Config, inputs: &Inputs) -> Result<Model, GenerateError> 
 pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, GenerateError> {
     let ctk = inputs.headers.ctk;
     let model = model_from(config, inputs)?;
-    let templates = &config.templates;
+    let templates = &config.templates.parse();
     let driver = rust_file(
         ctk,
         "driver.rs",
@@ -144,56 +146,177 @@ fn rust_file(ctk: Ctk, name: &str, file: &syn::File) -> Result<GeneratedFile, Ge
     Ok(emit::rust_file(ctk, name, file)?)
 }
 
+/// What one generated target contributes to the crate, as plain data that crosses the worker
+/// threads of [`generate_crate`] (a [`Model`] holds syntax trees, which cannot).
+#[derive(Debug)]
+pub struct TargetOutput {
+    /// The target.
+    pub ctk: Ctk,
+    /// Its sealed files, relative to the generated crate's root.
+    pub files: Vec<GeneratedFile>,
+    /// What the all-target files need of its model (and its function counts).
+    pub summary: Summary,
+    /// Warnings for the user (e.g. an overridden libclang, a summary that could not be cached).
+    pub warnings: Vec<String>,
+    /// How long its generation took (on its worker thread).
+    pub took: Duration,
+}
+
 /// Every file of the generated crate at `config.out`, in memory.
 #[derive(Debug)]
 pub struct CrateOutput {
-    /// The targets whose files were generated, each with its model and warnings.
-    pub generated: Vec<Generated>,
+    /// The targets whose files were generated, in the order asked for.
+    pub generated: Vec<TargetOutput>,
     /// Every file: the generated targets' files, then those that depend on the whole target list
     /// (the sealed `src/bindings/mod.rs` and the generated features of `Cargo.toml`).
     pub files: Vec<GeneratedFile>,
     /// Whether every listed target was generated: only then does the output know every file the
     /// list produces, and may a write delete the sealed files of targets no longer listed.
     pub complete: bool,
+    /// Warnings about the listed targets that were summarised, not generated (each generated
+    /// target carries its own).
+    pub warnings: Vec<String>,
+}
+
+/// Where [`generate_crate`] may take what the all-target files need of a listed target that it
+/// does not generate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Others {
+    /// From its pinned headers, read again: what `check` does, so that the check trusts nothing
+    /// but the hash-checked inputs.
+    Read,
+    /// From the summary cache (`<cache>/summaries/`, keyed by the hashes of everything the
+    /// summary depends on), reading the headers only on a miss: what `regen --ctk X` does, so it
+    /// need not download the other targets' wheels once it has read them.
+    Cached,
+}
+
+/// One piece of work of [`generate_crate`], run on a worker thread.
+#[derive(Clone, Copy)]
+enum Job {
+    /// Generate this target's files.
+    Generate(Ctk),
+    /// Summarise this listed target, which is not generated.
+    Summarise(Ctk),
+}
+
+/// What a [`Job`] made.
+enum Made {
+    Generated(TargetOutput),
+    Summarised(Summary, Vec<String>),
 }
 
 /// Generates every file of the generated crate for `ctks` (targets of `config.targets`): each
 /// target's sealed files, and the files that depend on the whole list: `src/bindings/mod.rs`
 /// (the module list, `for_each_target!`, `newest_target!`, the compatibility table, which needs
-/// the model of every listed target: those not in `ctks` are read from their pinned headers,
+/// a [`Summary`] of every listed target: those not in `ctks` are summarised as `others` says,
 /// nothing of theirs is produced) and the generated features of `Cargo.toml`. `done` is told of
-/// each generated target and how long it took. What regen writes and check compares.
+/// each generated target as it is done. What regen writes and check compares.
+///
+/// The targets are generated in parallel, one worker thread per available core (at most one per
+/// target); the output does not depend on the number of threads or the order they finish in.
+/// On failure the error of the first failing target, in the order of `ctks`, is returned.
 pub fn generate_crate(
     config: &Config,
     ctks: &[Ctk],
     opts: &Options,
-    mut done: impl FnMut(&Generated, Duration),
+    others: Others,
+    done: impl FnMut(&TargetOutput),
 ) -> Result<CrateOutput, GenerateError> {
-    let mut generated = Vec::new();
-    for &ctk in ctks {
-        let started = Instant::now();
-        let one = generate(config, ctk, opts)?;
-        done(&one, started.elapsed());
-        generated.push(one);
-    }
-    let mut others = Vec::new();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    generate_crate_with(config, ctks, opts, others, threads, done)
+}
+
+/// [`generate_crate`] with at most `threads` worker threads (1: one after the other).
+pub fn generate_crate_with(
+    config: &Config,
+    ctks: &[Ctk],
+    opts: &Options,
+    others: Others,
+    threads: usize,
+    mut done: impl FnMut(&TargetOutput),
+) -> Result<CrateOutput, GenerateError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let mut jobs: Vec<Job> = ctks.iter().map(|&c| Job::Generate(c)).collect();
+    let mut cached = Vec::new();
     for &ctk in &config.targets {
-        if !ctks.contains(&ctk) {
-            others.push(read_model(config, ctk, &Options::default())?);
+        if ctks.contains(&ctk) {
+            continue;
+        }
+        match (others, summaries::load(config, ctk)) {
+            (Others::Cached, Some(summary)) => cached.push(summary),
+            _ => jobs.push(Job::Summarise(ctk)),
         }
     }
-    let models: Vec<&Model> = config
+    // Load libclang on this thread before any worker starts: loading it names the file through
+    // the process environment for a moment, which must not happen while a worker's clang reads
+    // its environment. The workers then find it loaded.
+    if !jobs.is_empty() {
+        crate::inputs::libclang(&config.inputs)?.activate()?;
+    }
+    let mut results: Vec<Option<Result<Made, GenerateError>>> = jobs.iter().map(|_| None).collect();
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let workers = threads.clamp(1, jobs.len().max(1));
+    std::thread::scope(|scope| {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        for _ in 0..workers {
+            let sender = sender.clone();
+            let (jobs, next, failed) = (&jobs, &next, &failed);
+            std::thread::Builder::new()
+                .name("hostcb-regen".to_owned())
+                // libclang and syn's visitors recurse deeply over the CUDA headers: the main
+                // thread's stack size, not a spawned thread's default 2 MiB.
+                .stack_size(64 << 20)
+                .spawn_scoped(scope, move || {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= jobs.len() || failed.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let made = run(config, jobs[i], opts);
+                        if made.is_err() {
+                            failed.store(true, Ordering::Relaxed);
+                        }
+                        if sender.send((i, made)).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .expect("spawn a generator thread");
+        }
+        drop(sender);
+        for (i, made) in receiver {
+            if let Ok(Made::Generated(output)) = &made {
+                done(output);
+            }
+            results[i] = Some(made);
+        }
+    });
+    // Every job ran unless one failed, and then its error is among the results.
+    let (mut generated, mut summarised, mut warnings) = (Vec::new(), cached, Vec::new());
+    for made in results.into_iter().flatten() {
+        match made? {
+            Made::Generated(output) => generated.push(output),
+            Made::Summarised(summary, more) => {
+                summarised.push(summary);
+                warnings.extend(more);
+            }
+        }
+    }
+    let summaries: Vec<&Summary> = config
         .targets
         .iter()
         .filter_map(|ctk| {
             generated
                 .iter()
-                .map(|g| &g.model)
-                .chain(&others)
-                .find(|m| m.ctk == *ctk)
+                .map(|g| &g.summary)
+                .chain(&summarised)
+                .find(|s| s.ctk == *ctk)
         })
         .collect();
-    let mut module_list = writer::write_bindings_mod(&models);
+    let mut module_list = writer::write_bindings_mod(&summaries);
     if let Some(newest) = config.targets.last() {
         module_list.items.push(newest_target_macro(*newest));
         module_list
@@ -208,7 +331,37 @@ pub fn generate_crate(
         complete: config.targets.iter().all(|c| ctks.contains(c)),
         generated,
         files,
+        warnings,
     })
+}
+
+/// Runs one job on the calling (worker) thread. Every summary made from the headers is cached
+/// for a later `regen --ctk X` (a failure to cache is a warning).
+fn run(config: &Config, job: Job, opts: &Options) -> Result<Made, GenerateError> {
+    let started = Instant::now();
+    match job {
+        Job::Generate(ctk) => {
+            let one = generate(config, ctk, opts)?;
+            let summary = Summary::of(&one.model);
+            let mut warnings = one.warnings;
+            if opts.cuda_home.is_none() {
+                warnings.extend(summaries::store(config, &summary));
+            }
+            Ok(Made::Generated(TargetOutput {
+                ctk,
+                files: one.files,
+                summary,
+                warnings,
+                took: started.elapsed(),
+            }))
+        }
+        Job::Summarise(ctk) => {
+            let model = read_model(config, ctk, &Options::default())?;
+            let summary = Summary::of(&model);
+            let warnings = summaries::store(config, &summary).into_iter().collect();
+            Ok(Made::Summarised(summary, warnings))
+        }
+    }
 }
 
 /// `newest_target!`: `for_each_target!` for the newest listed target alone, so that hand-written
@@ -313,7 +466,7 @@ fn unfilled(path: &std::path::Path, file: &syn::File) -> Result<(), GenerateErro
 fn write_audited(
     model: &Model,
     api: &ApiModel,
-    templates: &Templates,
+    templates: &ParsedTemplates,
 ) -> Result<syn::File, GenerateError> {
     let file = writer::write_api(model, api, templates);
     let violations = audit::forwarding_violations(&file);

@@ -12,11 +12,22 @@ use syn::visit_mut::{self, VisitMut};
 use std::collections::BTreeSet;
 
 use crate::doc::{self, Links};
-use crate::model::{Api, ApiModel, Function, Model};
+use crate::model::{Api, ApiModel, Function, Model, Summary};
+
+/// The template files, read and checked: their text, which each generation parses again
+/// ([`Templates::parse`]), so that the configuration holding them can be shared by the worker
+/// threads of a regen (a syntax tree cannot cross threads).
+#[derive(Clone, Debug)]
+pub struct Templates {
+    /// `(file name, text)` of each template file.
+    sources: Vec<(&'static str, String)>,
+    /// Where they were read from.
+    dir: PathBuf,
+}
 
 /// The template files, parsed.
 #[derive(Clone, Debug)]
-pub struct Templates {
+pub struct ParsedTemplates {
     driver_function: FunctionTemplate,
     runtime_function: FunctionTemplate,
     file: syn::File,
@@ -60,18 +71,52 @@ pub enum TemplateError {
     },
 }
 
+/// The template files a generation reads from `templates/`.
+const TEMPLATE_FILES: [&str; 4] = [
+    "driver_function.rs",
+    "runtime_function.rs",
+    "file.rs",
+    "host_function_lifetime.md",
+];
+
 impl Templates {
-    /// Reads the templates from `dir` (the workspace's `templates/`).
+    /// Reads the templates from `dir` (the workspace's `templates/`) and checks that they parse
+    /// and have the shape the writer expects.
     pub fn load(dir: &Path) -> Result<Self, TemplateError> {
-        let read = |name: &str| -> Result<(PathBuf, String), TemplateError> {
+        let mut sources = Vec::new();
+        for name in TEMPLATE_FILES {
             let path = dir.join(name);
-            std::fs::read_to_string(&path)
-                .map(|text| (path.clone(), text))
-                .map_err(|source| TemplateError::Read { path, source })
+            let text = std::fs::read_to_string(&path)
+                .map_err(|source| TemplateError::Read { path, source })?;
+            sources.push((name, text));
+        }
+        let templates = Templates {
+            sources,
+            dir: dir.to_path_buf(),
+        };
+        templates.try_parse()?;
+        Ok(templates)
+    }
+
+    /// The templates parsed, for one generation (about a millisecond).
+    pub fn parse(&self) -> ParsedTemplates {
+        self.try_parse()
+            .expect("Templates::load parsed the same text and checked its shape")
+    }
+
+    fn try_parse(&self) -> Result<ParsedTemplates, TemplateError> {
+        let read = |name: &str| -> (PathBuf, &str) {
+            let text = self
+                .sources
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, text)| text.as_str())
+                .expect("every template file is read");
+            (self.dir.join(name), text)
         };
         let parse = |name: &str| -> Result<(PathBuf, syn::File), TemplateError> {
-            let (path, text) = read(name)?;
-            syn::parse_file(&text)
+            let (path, text) = read(name);
+            syn::parse_file(text)
                 .map(|f| (path.clone(), f))
                 .map_err(|source| TemplateError::Parse { path, source })
         };
@@ -95,8 +140,8 @@ impl Templates {
                 problem: "must hold a module `entry` with a static `ALL`".to_owned(),
             });
         }
-        let (_, lifetime) = read("host_function_lifetime.md")?;
-        Ok(Templates {
+        let (_, lifetime) = read("host_function_lifetime.md");
+        Ok(ParsedTemplates {
             driver_function: function("driver_function.rs")?,
             runtime_function: function("runtime_function.rs")?,
             file,
@@ -106,7 +151,7 @@ impl Templates {
 }
 
 /// Writes one API of one target as a syntax tree (not yet formatted).
-pub fn write_api(model: &Model, api: &ApiModel, templates: &Templates) -> syn::File {
+pub fn write_api(model: &Model, api: &ApiModel, templates: &ParsedTemplates) -> syn::File {
     let mut file = templates.file.clone();
     let doc = module_doc(model, api.api);
     Filler::for_module(doc).visit_file_mut(&mut file);
@@ -346,7 +391,7 @@ fn entry_doc(api: Api, f: &Function) -> Vec<String> {
 fn function_doc(
     api: Api,
     f: &Function,
-    templates: &Templates,
+    templates: &ParsedTemplates,
     carriers: &BTreeSet<String>,
     links: &Links,
 ) -> Vec<String> {
@@ -673,7 +718,7 @@ pub fn write_target_mod(model: &Model) -> syn::File {
 /// part of `for_each_target!` of each target whose feature is off, `for_each_target!`, and the
 /// documentation-only module `compatibility` with the [`compatibility_table`] of the targets.
 /// `models` holds one model per target of `generator/targets.txt`, oldest first.
-pub fn write_bindings_mod(models: &[&Model]) -> syn::File {
+pub fn write_bindings_mod(models: &[&Summary]) -> syn::File {
     let targets: Vec<crate::Ctk> = models.iter().map(|m| m.ctk).collect();
     let targets = targets.as_slice();
     let mut file: syn::File = syn::parse_quote! {
@@ -748,7 +793,7 @@ pub fn write_bindings_mod(models: &[&Model]) -> syn::File {
 /// a per-thread-default-stream variant; runtime cells are the version of the driver counterpart,
 /// or `✓` for a function without one (resolved by symbol). Markdown doc lines, each starting
 /// with a space.
-pub fn compatibility_table(models: &[&Model]) -> Vec<String> {
+pub fn compatibility_table(models: &[&Summary]) -> Vec<String> {
     let mut lines = vec![
         " Which function each target's headers declare, and at which ABI version: one row per"
             .to_owned(),
@@ -795,19 +840,16 @@ pub fn compatibility_table(models: &[&Model]) -> Vec<String> {
         lines.push(format!(" | --- |{}", " ---: |".repeat(models.len())));
         let names: BTreeSet<&str> = models
             .iter()
-            .flat_map(|m| m.api(api).functions.iter().map(|f| f.name.as_str()))
+            .flat_map(|m| m.api(api).iter().map(|(name, _)| name.as_str()))
             .collect();
         for name in names {
-            let cells: Vec<String> = models
+            let cells: Vec<&str> = models
                 .iter()
                 .map(|m| {
-                    let Some(f) = m.api(api).functions.iter().find(|f| f.name == name) else {
-                        return "—".to_owned();
-                    };
-                    match (api, m.header_version(api, f), &f.per_thread) {
-                        (Api::Driver, _, Some(pt)) => format!("{} / {}", f.version, pt.version),
-                        (_, Some(version), _) => version.to_string(),
-                        (_, None, _) => "✓".to_owned(),
+                    let column = m.api(api);
+                    match column.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+                        Ok(i) => column[i].1.as_str(),
+                        Err(_) => "—",
                     }
                 })
                 .collect();

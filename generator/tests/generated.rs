@@ -135,8 +135,14 @@ fn the_13_5_model_gives_each_declaration_its_own_abi_version() {
 #[test]
 fn committed_output_is_not_stale() {
     let config = config();
-    let output = pipeline::generate_crate(&config, &config.targets, &Options::default(), |_, _| {})
-        .expect("generate");
+    let output = pipeline::generate_crate(
+        &config,
+        &config.targets,
+        &Options::default(),
+        pipeline::Others::Read,
+        |_| {},
+    )
+    .expect("generate");
     assert!(output.complete);
     let report = emit::ensure_tree(&config.out, &output.files, true, Mode::Check).unwrap();
     let stale: Vec<String> = report

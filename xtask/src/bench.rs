@@ -45,30 +45,52 @@ pub fn run(ws: &Config, args: Args) -> anyhow::Result<()> {
     let scratch = ws.root.join("target/xtask-bench");
     std::fs::create_dir_all(&scratch)
         .map_err(|e| anyhow!("cannot create {}: {e}", scratch.display()))?;
-    let steps = 1 + 5 * reps + if args.skip_builds { 0 } else { 6 * reps };
+    let steps = 1 + 7 * reps + if args.skip_builds { 0 } else { 6 * reps };
     let mut progress = Progress::new(steps);
     let mut table = Table::default();
 
     // The pipeline gathers the inputs (downloading them on a first run); the floor's bare parses
     // below load the same libclang.
-    let output = progress.step("regen --ctk all, warm-up", || generate_all(ws))?;
+    let output = progress.step("regen --ctk all, warm-up", || generate_all(ws, 1))?;
     let sealed = output.files.len();
 
-    let mut samples = Vec::new();
+    // Serial and parallel runs interleaved, rep by rep, so both see the same machine.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let out = scratch.join("regen-out");
+    let (mut serial, mut parallel) = (Vec::new(), Vec::new());
     for rep in 1..=reps {
-        let out = scratch.join("regen-out");
-        let t = progress.step(&format!("regen --ctk all, rep {rep}/{reps}"), || {
-            regen_into(ws, &out)
-        })?;
-        samples.push(t);
+        serial.push(progress.step(
+            &format!("regen --ctk all, one thread, rep {rep}/{reps}"),
+            || regen_into(ws, &out, 1),
+        )?);
+        parallel.push(progress.step(
+            &format!("regen --ctk all, {threads} threads, rep {rep}/{reps}"),
+            || regen_into(ws, &out, threads),
+        )?);
     }
+    let files = format!("{} targets, {sealed} files", ws.targets.len());
+    let serial = table.row(format!("regen --ctk all, one thread ({files})"), serial);
     let regen = table.row(
-        format!(
-            "regen --ctk all ({} targets, {sealed} files)",
-            ws.targets.len()
-        ),
-        samples,
+        format!("regen --ctk all, {threads} threads (what regen runs)"),
+        parallel,
     );
+    table.ratio("  one thread / parallel (medians)", serial / regen);
+
+    // regen of one target, the others' summaries cached (the warm-up cached them).
+    if let Some(&first) = ws.targets.first() {
+        let mut samples = Vec::new();
+        for rep in 1..=reps {
+            samples.push(
+                progress.step(&format!("regen --ctk {first}, rep {rep}/{reps}"), || {
+                    regen_one(ws, first)
+                })?,
+            );
+        }
+        table.row(
+            format!("regen --ctk {first} (in memory; the other targets' summaries cached)"),
+            samples,
+        );
+    }
 
     let parses = floor_inputs(ws)?;
     let mut samples = Vec::new();
@@ -172,25 +194,48 @@ pub fn run(ws: &Config, args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Generates every file of the crate in memory, as regen and check do.
-fn generate_all(ws: &Config) -> anyhow::Result<CrateOutput> {
-    Ok(pipeline::generate_crate(
+/// Generates every file of the crate in memory, as regen and check do, on at most `threads`
+/// threads.
+fn generate_all(ws: &Config, threads: usize) -> anyhow::Result<CrateOutput> {
+    Ok(pipeline::generate_crate_with(
         ws,
         &ws.targets,
         &Options::default(),
-        |_, _| {},
+        pipeline::Others::Read,
+        threads,
+        |_| {},
     )?)
+}
+
+/// What `regen --ctk <ctk>` computes, in memory: that target's files and the all-target files,
+/// from the cached summaries of the others; timed.
+fn regen_one(ws: &Config, ctk: hostcb_generator::Ctk) -> anyhow::Result<Duration> {
+    let t0 = Instant::now();
+    let output = pipeline::generate_crate(
+        ws,
+        &[ctk],
+        &Options::default(),
+        pipeline::Others::Cached,
+        |_| {},
+    )?;
+    let elapsed = t0.elapsed();
+    ensure!(
+        output.generated.len() == 1 && !output.complete,
+        "regen --ctk {ctk} generated {} targets",
+        output.generated.len()
+    );
+    Ok(elapsed)
 }
 
 /// `regen --ctk all --out <out>` into a fresh `out` holding the generated crate's manifest, timed;
 /// the output is then checked (untimed): every file written and every seal valid.
-fn regen_into(ws: &Config, out: &Path) -> anyhow::Result<Duration> {
+fn regen_into(ws: &Config, out: &Path, threads: usize) -> anyhow::Result<Duration> {
     remove_dir(out)?;
     std::fs::create_dir_all(out).map_err(|e| anyhow!("cannot create {}: {e}", out.display()))?;
     std::fs::copy(ws.out.join(emit::MANIFEST), out.join(emit::MANIFEST))
         .map_err(|e| anyhow!("cannot copy the manifest into {}: {e}", out.display()))?;
     let t0 = Instant::now();
-    let output = generate_all(ws)?;
+    let output = generate_all(ws, threads)?;
     let summary = emit::ensure_tree(out, &output.files, output.complete, Mode::Write)?;
     let elapsed = t0.elapsed();
     let manifest = Path::new(emit::MANIFEST);
@@ -286,7 +331,8 @@ fn built_from(ws: &Config) -> anyhow::Result<Duration> {
 /// `check`, timed: regenerate all in memory and compare with generated/.
 fn check(ws: &Config) -> anyhow::Result<(Duration, String)> {
     let t0 = Instant::now();
-    let output = generate_all(ws)?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let output = generate_all(ws, threads)?;
     let diffs =
         emit::ensure_tree(&ws.out, &output.files, output.complete, Mode::Check)?.differences;
     let elapsed = t0.elapsed();

@@ -122,11 +122,12 @@ pub fn oracle(ws: &Config, args: &Args) -> anyhow::Result<(String, usize)> {
         &scratch,
         &scratch.targets,
         &pipeline::Options::default(),
-        |generated, took| {
+        pipeline::Others::Read,
+        |generated| {
             eprintln!(
                 "CTK {}: generated in the scratch copy, {:.2} s",
                 generated.ctk,
-                took.as_secs_f64()
+                generated.took.as_secs_f64()
             )
         },
     )?;

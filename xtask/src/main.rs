@@ -28,7 +28,7 @@ use hostcb_generator::Ctk;
 use hostcb_generator::config::{Config, Environment, TARGETS_PATH, TargetsFrom};
 use hostcb_generator::emit::{self, Mode, RecordedGenerator, TreeReport};
 use hostcb_generator::inputs::Lock;
-use hostcb_generator::pipeline::{self, Generated, Options};
+use hostcb_generator::pipeline::{self, Options, Others, TargetOutput};
 use hostcb_generator::target::spelled;
 use hostcb_seal::{CTK_PLACEHOLDER, Source, VerifyOptions, VerifyRoot};
 
@@ -266,16 +266,16 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 /// One line per generated target, as it is done.
-fn report_target(generated: &Generated, took: std::time::Duration) {
+fn report_target(generated: &TargetOutput) {
     for w in &generated.warnings {
         eprintln!("warning: {w}");
     }
     eprintln!(
         "CTK {}: {} driver and {} runtime functions, {:.2} s",
         generated.ctk,
-        generated.model.driver.functions.len(),
-        generated.model.runtime.functions.len(),
-        took.as_secs_f64()
+        generated.summary.driver.len(),
+        generated.summary.runtime.len(),
+        generated.took.as_secs_f64()
     );
 }
 
@@ -315,7 +315,16 @@ fn regen(
     let root = config.out.clone();
     output_folder(&root)?;
     let started = Instant::now();
-    let output = pipeline::generate_crate(&config, &ctks, &Options { cuda_home }, report_target)?;
+    let output = pipeline::generate_crate(
+        &config,
+        &ctks,
+        &Options { cuda_home },
+        Others::Cached,
+        report_target,
+    )?;
+    for w in &output.warnings {
+        eprintln!("warning: {w}");
+    }
     let summary = emit::ensure_tree(&root, &output.files, output.complete, Mode::Write)?;
     for f in &summary.written {
         eprintln!("wrote {}", root.join(f).display());
@@ -459,7 +468,16 @@ fn diff(config: &Config, a: &str, b: &str) -> anyhow::Result<bool> {
 
 fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
     let ctks = targets(config, ctk)?;
-    let output = pipeline::generate_crate(config, &ctks, &Options::default(), report_target)?;
+    let output = pipeline::generate_crate(
+        config,
+        &ctks,
+        &Options::default(),
+        Others::Read,
+        report_target,
+    )?;
+    for w in &output.warnings {
+        eprintln!("warning: {w}");
+    }
     let report = emit::ensure_tree(&config.out, &output.files, output.complete, Mode::Check)?;
     report_kept(&config.out, &report);
     let diffs = &report.differences;

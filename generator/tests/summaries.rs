@@ -1,0 +1,160 @@
+//! The summary cache that lets `regen --ctk X` leave the other listed targets' wheels alone, on
+//! the real pinned inputs (network on first use, as the other pipeline tests), and the parallel
+//! generation giving the bytes of the serial one.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use hostcb_generator::config::{Config, Environment};
+use hostcb_generator::emit;
+use hostcb_generator::pipeline::{self, CrateOutput, Options, Others};
+
+fn config() -> Config {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    Config::load(root, &Environment::of_process()).expect("the configuration")
+}
+
+fn wheels(cache: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(cache.join("wheels"))
+        .map(|dir| {
+            dir.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|name| name.ends_with(".whl"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn bindings_mod(output: &CrateOutput) -> &[u8] {
+    &output
+        .files
+        .iter()
+        .find(|f| f.path == Path::new(emit::BINDINGS_MOD))
+        .expect("bindings/mod.rs in the output")
+        .contents
+        .as_bytes()
+}
+
+#[test]
+fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
+    let config = config();
+    assert!(
+        config.targets.len() >= 2,
+        "this test needs two listed targets: generator/targets.txt lists {:?}",
+        config.targets
+    );
+    // A full generation (on the shared cache) caches every target's summary.
+    let full = pipeline::generate_crate(
+        &config,
+        &config.targets,
+        &Options::default(),
+        Others::Read,
+        |_| {},
+    )
+    .expect("generate every target");
+    let first = config.targets[0];
+
+    // A fresh cache holding the wheels of `first` and libclang, and the summaries: nothing of
+    // the other targets' inputs.
+    let scratch = tempfile::tempdir().unwrap();
+    let lock = config.lock();
+    let pin = lock.target(first).unwrap();
+    let mut files = vec![
+        lock.get(&pin.headers).unwrap().file.clone(),
+        lock.get(&pin.crt).unwrap().file.clone(),
+    ];
+    files.extend(
+        lock.entries()
+            .iter()
+            .filter(|e| e.name == "libclang")
+            .map(|e| e.file.clone()),
+    );
+    std::fs::create_dir_all(scratch.path().join("wheels")).unwrap();
+    for file in &files {
+        std::fs::copy(
+            config.cache().join("wheels").join(file),
+            scratch.path().join("wheels").join(file),
+        )
+        .unwrap();
+    }
+    let summaries = scratch.path().join("summaries");
+    std::fs::create_dir_all(&summaries).unwrap();
+    for entry in std::fs::read_dir(config.cache().join("summaries")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), summaries.join(entry.file_name())).unwrap();
+    }
+    let mut partial_config = config.clone();
+    partial_config.inputs.cache = scratch.path().to_path_buf();
+    let before = wheels(scratch.path());
+
+    let partial = pipeline::generate_crate(
+        &partial_config,
+        &[first],
+        &Options::default(),
+        Others::Cached,
+        |_| {},
+    )
+    .expect("regen one target from the cached summaries");
+    assert_eq!(
+        wheels(scratch.path()),
+        before,
+        "regen --ctk {first} fetched other targets' wheels although their summaries were cached"
+    );
+    assert!(
+        bindings_mod(&partial) == bindings_mod(&full),
+        "the all-target module made from summaries differs from the one made from the models"
+    );
+
+    // A damaged summary is not used: the target's headers are read again (its wheels fetched).
+    let second = config.targets[1];
+    let damaged = std::fs::read_dir(&summaries)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&format!("{}-", second.module()))
+        })
+        .expect("a summary of the second target");
+    let text = std::fs::read_to_string(&damaged).unwrap();
+    std::fs::write(&damaged, text.replacen('\t', " ", 1)).unwrap();
+    let again = pipeline::generate_crate(
+        &partial_config,
+        &[first],
+        &Options::default(),
+        Others::Cached,
+        |_| {},
+    )
+    .expect("regen one target, one summary damaged");
+    let pin = lock.target(second).unwrap();
+    let fetched = wheels(scratch.path());
+    assert!(
+        fetched.contains(&lock.get(&pin.headers).unwrap().file),
+        "a damaged summary of {second} was used instead of its headers: {fetched:?}"
+    );
+    assert!(bindings_mod(&again) == bindings_mod(&full));
+    // ... and cached again, whole.
+    assert_eq!(std::fs::read_to_string(&damaged).unwrap(), text);
+}
+
+#[test]
+fn parallel_generation_gives_the_serial_bytes() {
+    let config = config();
+    let run = |threads| {
+        pipeline::generate_crate_with(
+            &config,
+            &config.targets,
+            &Options::default(),
+            Others::Read,
+            threads,
+            |_| {},
+        )
+        .expect("generate")
+    };
+    let (serial, parallel) = (run(1), run(config.targets.len()));
+    assert_eq!(serial.files.len(), parallel.files.len());
+    for (a, b) in serial.files.iter().zip(&parallel.files) {
+        assert_eq!(a.path, b.path);
+        assert!(a.contents == b.contents, "{} differs", a.path.display());
+    }
+}
