@@ -115,6 +115,7 @@ fi
 
 # 2. Ours: the bench target 'hostcb' as gpu-bundle listed it (else the first .gpu/bin/hostcb-*).
 step 2 "ours: find the bench executable"
+[ -d .gpu/bin ] || [ ! -f .gpu/bin.tar.gz ] || tar -xzf .gpu/bin.tar.gz -C .gpu
 exe=""
 if [ -f .gpu/list ]; then
   built=$(awk '$1 == "hostcb" { print $2; exit }' .gpu/list)

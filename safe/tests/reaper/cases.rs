@@ -168,11 +168,21 @@ fn check(path: &str, log: &Log, before: usize, during: usize, after: usize) -> O
         used >= N * BYTES,
         format!("{used} B in use then"),
     )?;
-    let lost = before.saturating_sub(after);
+    // What the drops gave back: free memory once they ran, against free memory while the
+    // buffers lived. (Not against free memory before: launching a graph of 1,000 independent
+    // host nodes makes CUDA keep about 110 MiB of its own in the context until the context
+    // goes, measured on an H200 for every target, whoever owns the host functions.)
+    let returned = after.saturating_sub(during);
     expect_that(
-        &format!("{path}: every buffer's memory came back (less than {SLACK} B missing)"),
-        lost < SLACK,
-        format!("free memory {before} B before, {after} B after: {lost} B lost"),
+        &format!(
+            "{path}: every buffer's memory came back ({N} x {BYTES} B, less than {SLACK} B missing)"
+        ),
+        returned + SLACK > N * BYTES,
+        format!(
+            "free memory {during} B with the buffers, {after} B after their drops: {returned} B \
+             came back ({} B before the buffers)",
+            before
+        ),
     )?;
     println!(
         "{TARGET}::{path}: {N} closures, {} calls, {} drops ({} on {REAPER_THREAD_NAME}, {} on \
