@@ -17,6 +17,11 @@
 // as the real 13.0 driver does. The same functions are exported under their ABI names, for
 // loaders that resolve with dlsym.
 //
+// cuLaunchHostFunc_v2 (ABI 13010, a sync mode) is there for a driver version raised with
+// hostcb_stub_set_driver_version(13010) (the stub's own control): it calls the function at once,
+// as cuLaunchHostFunc does, except in a failed context, where it calls nothing (as the real
+// driver skips host functions then); its callers' guards are stream callbacks.
+//
 // A failed context: hostcb_stub_fail_context(code) makes the stub act as a context that hit a
 // device error (a kernel that trapped) with stream callbacks still queued: cuStreamAddCallback
 // calls its callback with that code instead of success (as the real driver does), and
@@ -207,9 +212,15 @@ EXPORT CUresult cuInit(unsigned flags) {
   return CUDA_SUCCESS;
 }
 
+static int driver_version = STUB_DRIVER_VERSION;
+
+// The stub's own control, not a CUDA function: the version cuDriverGetVersion gives and
+// cuGetProcAddress resolves up to (see cuLaunchHostFunc_v2).
+EXPORT void hostcb_stub_set_driver_version(int version) { driver_version = version; }
+
 EXPORT CUresult cuDriverGetVersion(int *version) {
   if (!version) return fail(CUDA_ERROR_INVALID_VALUE);
-  *version = STUB_DRIVER_VERSION;
+  *version = driver_version;
   return CUDA_SUCCESS;
 }
 
@@ -341,6 +352,17 @@ EXPORT CUresult cuLaunchHostFunc(void *stream, CUhostFn fn, void *data) {
     fn(data);
   }
   counts[COUNT_LAUNCH_HOST_FUNC]++;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchHostFunc_v2(void *stream, CUhostFn fn, void *data, unsigned sync_mode) {
+  if (!fn || sync_mode > 1) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct stream *s = stream_of(stream);
+  if (s->capturing) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  if (!failed_context) {
+    counts[COUNT_HOST_CALLS]++;
+    fn(data);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -619,6 +641,7 @@ static const struct proc procs[] = {
   PROC("cuStreamSynchronize", 2000, cuStreamSynchronize),
   PROC("cuStreamQuery", 2000, cuStreamQuery),
   PROC("cuLaunchHostFunc", 10000, cuLaunchHostFunc),
+  PROC("cuLaunchHostFunc", 13010, cuLaunchHostFunc_v2),
   PROC("cuStreamAddCallback", 5000, cuStreamAddCallback),
   PROC("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
   PROC("cuStreamEndCapture", 10000, cuStreamEndCapture),
@@ -648,7 +671,7 @@ static CUresult resolve(const char *symbol, void **pfn, int version, int *status
   counts[COUNT_PROC_ADDRESS]++;
   if (!symbol || !pfn) return fail(CUDA_ERROR_INVALID_VALUE);
   *pfn = NULL;
-  if (version > STUB_DRIVER_VERSION) return fail(CUDA_ERROR_INVALID_VALUE);
+  if (version > driver_version) return fail(CUDA_ERROR_INVALID_VALUE);
   const struct proc *best = NULL;
   int known = 0;
   for (size_t i = 0; i < sizeof procs / sizeof *procs; i++) {

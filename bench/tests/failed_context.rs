@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
-use cuda_hostcb_safe::{Error, REAPER_THREAD_NAME, wait_for_drops};
+use cuda_hostcb_safe::{Error, HostSyncMode, REAPER_THREAD_NAME, SyncModeMissing, wait_for_drops};
 
 macro_rules! newest {
     ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
@@ -89,26 +89,52 @@ fn a_failed_context_drops_every_closure_once_and_synchronize_names_it() {
     let lib = unsafe { libloading::Library::new(&stub) }.unwrap();
     let fail_context: libloading::Symbol<unsafe extern "C" fn(i32)> =
         unsafe { lib.get(b"hostcb_stub_fail_context\0") }.unwrap();
+    let set_driver_version: libloading::Symbol<unsafe extern "C" fn(i32)> =
+        unsafe { lib.get(b"hostcb_stub_set_driver_version\0") }.unwrap();
+    // A 13.1 driver, which takes sync modes (cuLaunchHostFunc_v2), before anything asks.
+    unsafe { set_driver_version(13010) };
 
-    // Healthy: called, then dropped on the reaper thread.
+    // Healthy: called, then dropped on the reaper thread. Sync-mode closures too, where the
+    // newest target's headers declare them.
     let healthy = Arc::new(Log::default());
-    for _ in 0..10 {
+    let sync_mode = match stream.launch_with_sync_mode(HostSyncMode::SpinWait, marked(&healthy)) {
+        Ok(()) => true,
+        Err(Error::SyncModeUnavailable {
+            missing: SyncModeMissing::Target { .. },
+            ..
+        }) => false,
+        Err(e) => panic!("launch_with_sync_mode on a 13.1 driver: {e}"),
+    };
+    let per_round = if sync_mode { 3 } else { 2 };
+    for i in 0..10 {
         stream.launch(marked(&healthy)).unwrap();
         stream.launch_fn(marked(&healthy)).unwrap();
+        if sync_mode && i > 0 {
+            stream
+                .launch_with_sync_mode(HostSyncMode::Blocking, marked(&healthy))
+                .unwrap();
+        }
     }
     stream.synchronize().unwrap();
     wait_for_drops().unwrap();
-    assert_eq!(healthy.calls.load(SeqCst), 20);
-    assert_eq!(healthy.drops.load(SeqCst), 20);
-    assert_eq!(on_reaper(&healthy), 20);
+    assert_eq!(healthy.calls.load(SeqCst), 10 * per_round);
+    assert_eq!(healthy.drops.load(SeqCst), 10 * per_round);
+    assert_eq!(on_reaper(&healthy), 10 * per_round);
 
-    // Failed: every callback made with the error, every closure dropped uncalled, once.
+    // Failed: every callback made with the error, every closure dropped uncalled, once. A
+    // sync-mode closure's host function is skipped, and its guard drops it.
     unsafe { fail_context(LAUNCH_FAILED) };
     let failed = Arc::new(Log::default());
     for _ in 0..10 {
         stream.launch(marked(&failed)).unwrap();
         stream.launch_fn(marked(&failed)).unwrap();
+        if sync_mode {
+            stream
+                .launch_with_sync_mode(HostSyncMode::SpinWait, marked(&failed))
+                .unwrap();
+        }
     }
+    let skipped_closures = 10 * per_round as u32;
     let completion = stream.completion().unwrap();
     let synced = stream.synchronize();
     match &synced {
@@ -117,7 +143,11 @@ fn a_failed_context_drops_every_closure_once_and_synchronize_names_it() {
             status,
             source,
         }) => {
-            assert_eq!(*skipped, 21, "20 closures and the completion's");
+            assert_eq!(
+                *skipped,
+                skipped_closures + 1,
+                "the closures and the completion's"
+            );
             assert_eq!(*status, LAUNCH_FAILED as u32);
             assert_eq!(source.code(), Some(LAUNCH_FAILED as u32));
         }
@@ -125,7 +155,10 @@ fn a_failed_context_drops_every_closure_once_and_synchronize_names_it() {
     }
     let text = synced.unwrap_err().to_string();
     assert!(
-        text.starts_with("21 host function(s) of this stream were not called")
+        text.starts_with(&format!(
+            "{} host function(s) of this stream were not called",
+            skipped_closures + 1
+        ))
             && text.contains("with CUDA_ERROR_LAUNCH_FAILED (719) instead of running them")
             && text.ends_with("cuStreamSynchronize failed with CUDA_ERROR_LAUNCH_FAILED (719): unspecified launch failure"),
         "{text}"
@@ -140,8 +173,8 @@ fn a_failed_context_drops_every_closure_once_and_synchronize_names_it() {
         "the completion resolves"
     );
     assert_eq!(failed.calls.load(SeqCst), 0);
-    assert_eq!(failed.drops.load(SeqCst), 20);
-    assert_eq!(on_reaper(&failed), 20);
+    assert_eq!(failed.drops.load(SeqCst), 10 * per_round);
+    assert_eq!(on_reaper(&failed), 10 * per_round);
     // Reported once; the context's error stays.
     assert!(
         matches!(stream.synchronize(), Err(Error::Cuda(e)) if e.code() == Some(LAUNCH_FAILED as u32))
@@ -166,7 +199,13 @@ fn a_failed_context_drops_every_closure_once_and_synchronize_names_it() {
     assert_eq!(after.drops.load(SeqCst), 2);
     assert_eq!(on_reaper(&after), 2);
     println!(
-        "failed context over the stub: 20 healthy closures called and dropped on {REAPER_THREAD_NAME}; \
-         20 + 1 skipped ones dropped uncalled there, reported as: {text}"
+        "failed context over the stub: {} healthy closures called and dropped on {REAPER_THREAD_NAME} \
+         (sync-mode ones {}); {skipped_closures} + 1 skipped ones dropped uncalled there, reported as: {text}",
+        10 * per_round,
+        if sync_mode {
+            "included"
+        } else {
+            "not declared by the newest target"
+        },
     );
 }

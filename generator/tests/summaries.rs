@@ -25,7 +25,7 @@ fn wheels(cache: &Path) -> BTreeSet<String> {
 }
 
 fn bindings_mod(output: &CrateOutput) -> &[u8] {
-    &output
+    output
         .files
         .iter()
         .find(|f| f.path == Path::new(emit::BINDINGS_MOD))

@@ -240,47 +240,6 @@ impl<T> Handle<T> {
     }
 }
 
-/// A closure boxed for exactly one call through `cuLaunchHostFunc(_v2)`, as a host function and
-/// its user data: the host function calls it by reference and hands it to the reaper, which
-/// drops it (and what it captures) on a program thread.
-///
-/// Dropping it before [`hand_over`](Self::hand_over) drops the closure uncalled, here.
-pub(crate) struct Once {
-    call: HostFn,
-    discard: unsafe fn(*mut c_void),
-    data: *mut c_void,
-}
-
-impl Once {
-    #[inline]
-    pub(crate) fn new<F: FnMut() + Send + 'static>(f: F) -> Once {
-        Once {
-            call: call_once::<F>,
-            discard: discard::<F>,
-            data: Box::into_raw(Box::new(f)).cast(),
-        }
-    }
-
-    /// The host function and user data to give CUDA.
-    #[inline]
-    pub(crate) fn parts(&self) -> (HostFn, *mut c_void) {
-        (self.call, self.data)
-    }
-
-    /// CUDA accepted the launch: its single call consumes the closure.
-    #[inline]
-    pub(crate) fn hand_over(self) {
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for Once {
-    fn drop(&mut self) {
-        // SAFETY: `data` is the box made in `new` for this `discard`, not handed over.
-        unsafe { (self.discard)(self.data) }
-    }
-}
-
 /// A one-shot closure enqueued with `cuStreamAddCallback`, boxed with its stream's [`Book`]:
 /// CUDA calls the callback exactly once, with success (the closure runs) or with the context's
 /// error (it is skipped and the book records it); either way it then goes to the reaper.
@@ -374,6 +333,118 @@ pub(crate) unsafe fn stream_call<F: FnMut() + Send + 'static>(status: u32, data:
     drop(book);
 }
 
+/// A one-shot closure with a sync mode: `cuLaunchHostFunc_v2` calls it through [`guarded_call`],
+/// and a `cuStreamAddCallback` callback enqueued right after it, the guard ([`guard_call`]),
+/// releases it. CUDA offers no stream callback with a sync mode, and after a context error it
+/// neither calls nor releases a `cuLaunchHostFunc_v2` function; it does make every stream
+/// callback, with the error. So the guard, which runs after the host function or in its place,
+/// drops the closure exactly once either way, and records it in the stream's [`Book`] when it
+/// was not called.
+#[repr(C)]
+pub(crate) struct GuardedCell<F> {
+    /// Released by the guard.
+    book: ManuallyDrop<Arc<Book>>,
+    /// Set by the host function once it has run the closure.
+    called: AtomicBool,
+    f: F,
+}
+
+/// A [`GuardedCell`] not handed to CUDA yet; dropping it drops the closure uncalled, here.
+pub(crate) struct Guarded {
+    discard: unsafe fn(*mut c_void),
+    call: HostFn,
+    data: *mut c_void,
+}
+
+impl Guarded {
+    pub(crate) fn new<F: FnMut() + Send + 'static>(book: &Arc<Book>, f: F) -> Guarded {
+        let cell = GuardedCell {
+            book: ManuallyDrop::new(Arc::clone(book)),
+            called: AtomicBool::new(false),
+            f,
+        };
+        Guarded {
+            discard: discard_guarded::<F>,
+            call: guarded_call::<F>,
+            data: Box::into_raw(Box::new(cell)).cast(),
+        }
+    }
+
+    /// The host function and user data for `cuLaunchHostFunc_v2`; the same user data goes to
+    /// the guard's `cuStreamAddCallback` (see [`guard_call`]).
+    pub(crate) fn parts(&self) -> (HostFn, *mut c_void) {
+        (self.call, self.data)
+    }
+
+    /// CUDA accepted the host function: the cell is CUDA's until the guard releases it. If the
+    /// guard then cannot be enqueued, the cell stays CUDA's (the host function may still run
+    /// it) and is leaked.
+    pub(crate) fn hand_over(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // SAFETY: `data` is the cell made in `new` for this `discard`, not handed over.
+        unsafe { (self.discard)(self.data) }
+    }
+}
+
+/// Drops a guarded cell that was never handed to CUDA (its book reference included).
+unsafe fn discard_guarded<F>(data: *mut c_void) {
+    // SAFETY: the caller passes the pointer of a `Box<GuardedCell<F>>` it still owns.
+    let mut cell = unsafe { Box::from_raw(data.cast::<GuardedCell<F>>()) };
+    // SAFETY: the book reference was not taken.
+    unsafe { ManuallyDrop::drop(&mut cell.book) };
+}
+
+/// Drops a guarded cell whose book reference the guard has taken (on the reaper thread).
+unsafe fn drop_guarded<F>(data: *mut c_void) {
+    // SAFETY: the reaper passes the cell the guard handed over; `book` is already released.
+    drop(unsafe { Box::from_raw(data.cast::<GuardedCell<F>>()) });
+}
+
+/// The `cuLaunchHostFunc_v2` host function of a [`Guarded`] closure: calls it by reference and
+/// marks it called; the guard releases it.
+///
+/// # Safety
+/// `data` is a [`Guarded`] cell for `F`, handed over, whose guard has not run.
+pub(crate) unsafe extern "C" fn guarded_call<F: FnMut() + Send + 'static>(data: *mut c_void) {
+    let _inside = Inside::enter();
+    let cell = data.cast::<GuardedCell<F>>();
+    // SAFETY: by the contract the cell is alive; nothing else uses the closure during its call.
+    let f = unsafe { &mut (*cell).f };
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        report(PanicStage::Call, payload);
+    }
+    // SAFETY: as above.
+    unsafe { (*cell).called.store(true, Ordering::Release) };
+}
+
+/// The body of the guard's `cuStreamAddCallback` callback (each target module wraps it in an
+/// `extern "C"` function of its own `CUstreamCallback` type): records the closure as skipped
+/// when its host function did not run it (CUDA passes the context's error then), hands the
+/// closure to the reaper and releases the book.
+///
+/// # Safety
+/// `data` is a [`Guarded`] cell for `F`, handed over, whose host function was enqueued on the
+/// same stream before this callback; CUDA makes this call once.
+pub(crate) unsafe fn guard_call<F: FnMut() + Send + 'static>(status: u32, data: *mut c_void) {
+    let _inside = Inside::enter();
+    let cell = data.cast::<GuardedCell<F>>();
+    // SAFETY: by the contract the cell is alive and ours now (the stream ran or skipped its host
+    // function before this callback); the book is taken once, here.
+    let book = unsafe { ManuallyDrop::take(&mut (*cell).book) };
+    // SAFETY: as above.
+    if !unsafe { (*cell).called.load(Ordering::Acquire) } {
+        book.skip(status);
+    }
+    // SAFETY: the cell's closure is `Send`; `drop_guarded` drops it once.
+    unsafe { release::<GuardedCell<F>>(data, drop_guarded::<F>) };
+    drop(book);
+}
+
 /// A closure boxed for any number of calls, as a host function, its user data and the
 /// destructor a user object calls once no graph, executable or launch needs it any more.
 ///
@@ -421,21 +492,6 @@ impl Drop for Shared {
 unsafe fn discard<F>(data: *mut c_void) {
     // SAFETY: the caller passes the pointer of a `Box<F>` it owns.
     drop(unsafe { Box::from_raw(data.cast::<F>()) });
-}
-
-/// The host function of a one-shot closure: calls it by reference, then hands it to the reaper.
-///
-/// # Safety
-/// `data` is a `Box<F>` made by [`Once::new`] and handed over; it is called at most once.
-pub(crate) unsafe extern "C" fn call_once<F: FnMut() + Send + 'static>(data: *mut c_void) {
-    let _inside = Inside::enter();
-    // SAFETY: by this function's contract, the box is alive and ours.
-    let f = unsafe { &mut *data.cast::<F>() };
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-        report(PanicStage::Call, payload);
-    }
-    // SAFETY: `F: Send`; `discard` drops the box once.
-    unsafe { release::<F>(data, discard::<F>) };
 }
 
 /// The host function of a closure owned by a user object: calls it by reference.
@@ -517,6 +573,80 @@ mod tests {
     fn reaper_only(threads: &Mutex<Vec<Option<String>>>, n: usize) {
         let seen = threads.lock().unwrap().clone();
         assert_eq!(seen, vec![Some(crate::REAPER_THREAD_NAME.to_owned()); n]);
+    }
+
+    /// A one-shot closure of `Stream::launch_with_sync_mode` ([`Guarded`]) on a healthy stream,
+    /// as one host function: `parts` gives a function that makes the host function's call and
+    /// then the guard's, as CUDA makes them.
+    struct Once {
+        inner: Guarded,
+        call: HostFn,
+    }
+
+    impl Once {
+        fn new<F: FnMut() + Send + 'static>(f: F) -> Once {
+            unsafe extern "C" fn host_then_guard<F: FnMut() + Send + 'static>(data: *mut c_void) {
+                unsafe {
+                    guarded_call::<F>(data);
+                    guard_call::<F>(0, data);
+                }
+            }
+            Once {
+                inner: Guarded::new(&Arc::new(Book::default()), f),
+                call: host_then_guard::<F>,
+            }
+        }
+
+        fn parts(&self) -> (HostFn, *mut c_void) {
+            (self.call, self.inner.parts().1)
+        }
+
+        fn hand_over(self) {
+            self.inner.hand_over();
+        }
+    }
+
+    #[test]
+    fn a_guarded_closure_skipped_by_cuda_is_dropped_uncalled_and_recorded() {
+        let (calls, drops, where_) = (counter(), counter(), threads());
+        let book = Arc::new(Book::default());
+        let make = || {
+            let (c, tally) = (Arc::clone(&calls), tally(&drops, &where_));
+            move || {
+                let _keep = &tally;
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        type Guard = unsafe fn(u32, *mut c_void);
+        fn hand_over<F: FnMut() + Send + 'static>(
+            book: &Arc<Book>,
+            f: F,
+        ) -> (HostFn, Guard, *mut c_void) {
+            let guarded = Guarded::new(book, f);
+            let (call, data) = guarded.parts();
+            guarded.hand_over();
+            (call, guard_call::<F>, data)
+        }
+        // A failed context: CUDA skips the host function and makes the guard with the error.
+        let (_, guard, data) = hand_over(&book, make());
+        unsafe { guard(719, data) };
+        assert_eq!(Arc::strong_count(&book), 1, "the guard released the book");
+        assert!(book.any(), "the skip is recorded");
+        crate::wait_for_drops().unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        // A healthy one: called by the host function, released by the guard, not recorded.
+        let book = Arc::new(Book::default());
+        let (call, guard, data) = hand_over(&book, make());
+        unsafe { call(data) };
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        crate::wait_for_drops().unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "kept until the guard");
+        unsafe { guard(0, data) };
+        crate::wait_for_drops().unwrap();
+        assert!(!book.any());
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+        reaper_only(&where_, 2);
     }
 
     #[test]

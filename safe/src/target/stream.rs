@@ -215,6 +215,11 @@ impl Stream {
         Ok(())
     }
 
+    /// The stream's book of skipped closures, which each of its one-shot closures holds.
+    pub(super) fn book(&self) -> &Arc<Book> {
+        &self.book
+    }
+
     /// Waits for the stream's work, callbacks included (`cuStreamSynchronize`).
     ///
     /// If CUDA skipped one-shot closures of this stream since the last report (the context hit

@@ -6,11 +6,26 @@ use std::sync::OnceLock;
 
 use super::graph::attach;
 use super::{Graph, GraphNode, Stream, host_v2, sys};
-use crate::callback::{self, Once, Shared};
+use crate::callback::{self, Guarded, Shared};
 use crate::{CaptureStatus, Error, HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 
 // The safe enum mirrors this target's values, where it declares them.
 const _: () = assert!(HostSyncMode::Blocking.raw() == 0 && HostSyncMode::SpinWait.raw() == 1);
+
+/// The `cuStreamAddCallback` callback that guards a sync-mode closure (see
+/// `callback::guard_call`).
+///
+/// # Safety
+/// `data` is a [`Guarded`] cell for `F`, handed over after its host function was enqueued on the
+/// stream; CUDA calls this once.
+unsafe extern "C" fn on_guard<F: FnMut() + Send + 'static>(
+    _: sys::CUstream,
+    status: sys::CUresult,
+    data: *mut std::ffi::c_void,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { callback::guard_call::<F>(status.0, data) }
+}
 
 /// The installed driver's version (`cuDriverGetVersion`), asked once.
 fn driver_version() -> Result<u32, Error> {
@@ -46,10 +61,15 @@ impl Stream {
     /// once, after the work before it, by reference, and the reaper thread drops it after that
     /// call, as with [`Stream::launch`].
     ///
-    /// Unlike [`Stream::launch`], whose closures CUDA reports back after a context error,
-    /// `cuLaunchHostFunc_v2` has no such path (CUDA offers no stream callback with a sync mode):
-    /// once the context has hit an error CUDA neither calls nor releases the function, so the
-    /// closure is leaked, uncalled. Use [`Stream::launch`] for a closure whose drop matters then.
+    /// After a context error CUDA neither calls nor releases a `cuLaunchHostFunc_v2` function
+    /// (and offers no stream callback with a sync mode), so each closure has a guard: a stream
+    /// callback (`cuStreamAddCallback`, which CUDA makes either way, with the error after one)
+    /// enqueued right after it, which hands the closure to the reaper once the stream has run
+    /// or skipped it. As with [`Stream::launch`], a skipped closure is dropped uncalled exactly
+    /// once, and the next [`Stream::synchronize`] reports it
+    /// ([`Error::HostFunctionsSkipped`]). The guard is a second host callback per closure, made
+    /// without a sync mode. Should CUDA accept the host function and then refuse its guard
+    /// (never seen), the error is returned and the closure, which may still be called, is leaked.
     ///
     /// Refused, dropping `f` uncalled, with [`Error::SyncModeUnavailable`] where this target's
     /// headers or the installed driver (older than CUDA 13.1) take no sync mode; the fallback is
@@ -74,18 +94,22 @@ impl Stream {
         F: FnMut() + Send + 'static,
     {
         callback::enter("Stream::launch_with_sync_mode")?;
-        let once = Once::new(f);
+        let guarded = Guarded::new(self.book(), f);
         check(mode)?;
         match self.capture_status()? {
             CaptureStatus::None => {}
             CaptureStatus::Active => return Err(Error::CapturingStream),
             CaptureStatus::Invalidated => return Err(Error::CaptureInvalidated),
         }
-        let (call, data) = once.parts();
-        // SAFETY: `call` consumes `data` on its single call, which a plain stream makes once; if
-        // CUDA refuses, `once` drops the closure here.
+        let (call, data) = guarded.parts();
+        // SAFETY: `call` runs the closure by reference, at most once (a plain stream makes the
+        // call once); the guard enqueued next releases the cell after it. If CUDA refuses,
+        // `guarded` drops the closure here.
         unsafe { host_v2::launch(self.as_raw(), call, data, mode.raw())? };
-        once.hand_over();
+        guarded.hand_over();
+        // SAFETY: `data` is the cell just handed over, whose host function was enqueued on this
+        // stream before this callback; CUDA makes the callback once, with success or the error.
+        unsafe { sys::cuStreamAddCallback(self.as_raw(), Some(on_guard::<F>), data, 0)? };
         Ok(())
     }
 }
