@@ -1,6 +1,7 @@
 //! The summary cache that lets `regen --ctk X` leave the other listed targets' wheels alone, on
-//! the real pinned inputs (network on first use, as the other pipeline tests), and the parallel
-//! generation giving the bytes of the serial one.
+//! the real pinned inputs (network on first use, as the other pipeline tests; the scratch cache
+//! gets its wheels from the shared one), and the parallel generation giving the bytes of the
+//! serial one.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -104,8 +105,26 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
         "the all-target module made from summaries differs from the one made from the models"
     );
 
-    // A damaged summary is not used: the target's headers are read again (its wheels fetched).
+    // A damaged summary is not used: the target's headers are read again (unpacked from its
+    // wheels, put in the scratch cache now so that nothing is downloaded).
     let second = config.targets[1];
+    let pin = lock.target(second).unwrap();
+    let headers = lock.get(&pin.headers).unwrap();
+    for spec in [&pin.headers, &pin.crt] {
+        let file = &lock.get(spec).unwrap().file;
+        std::fs::copy(
+            config.cache().join("wheels").join(file),
+            scratch.path().join("wheels").join(file),
+        )
+        .unwrap();
+    }
+    let unpacked = || -> bool {
+        let prefix = format!("{}-{}-", headers.name, headers.version);
+        std::fs::read_dir(scratch.path().join("unpacked"))
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(&prefix))
+    };
+    assert!(!unpacked(), "{second}'s headers were read with its summary cached");
     let damaged = std::fs::read_dir(&summaries)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -117,7 +136,10 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
         })
         .expect("a summary of the second target");
     let text = std::fs::read_to_string(&damaged).unwrap();
-    std::fs::write(&damaged, text.replacen('\t', " ", 1)).unwrap();
+    // One cell changed, the file otherwise whole: only its SHA-256 line can tell.
+    let tampered = text.replacen("10000", "10001", 1);
+    assert_ne!(tampered, text);
+    std::fs::write(&damaged, &tampered).unwrap();
     let again = pipeline::generate_crate(
         &partial_config,
         &[first],
@@ -126,11 +148,9 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
         |_| {},
     )
     .expect("regen one target, one summary damaged");
-    let pin = lock.target(second).unwrap();
-    let fetched = wheels(scratch.path());
     assert!(
-        fetched.contains(&lock.get(&pin.headers).unwrap().file),
-        "a damaged summary of {second} was used instead of its headers: {fetched:?}"
+        unpacked(),
+        "a damaged summary of {second} was used instead of its headers"
     );
     assert!(bindings_mod(&again) == bindings_mod(&full));
     // ... and cached again, whole.
