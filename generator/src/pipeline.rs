@@ -16,7 +16,7 @@ use crate::model::{ApiModel, Model, Summary};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::writer::{self, ParsedTemplates};
 
-mod summaries;
+pub mod summaries;
 
 /// Anything that stops generation; each message is one line that says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -249,11 +249,21 @@ pub fn generate_crate_with(
             _ => jobs.push(Job::Summarise(ctk)),
         }
     }
-    // Load libclang on this thread before any worker starts: loading it names the file through
-    // the process environment for a moment, which must not happen while a worker's clang reads
-    // its environment. The workers then find it loaded.
-    if !jobs.is_empty() {
-        crate::inputs::libclang(&config.inputs)?.activate()?;
+    // Every job's inputs are gathered here first, one after the other in job order (downloads,
+    // unpacking and their errors come as a serial run gives them), and libclang is loaded on this
+    // thread before any worker starts: loading it names the file through the process environment
+    // for a moment, which must not happen while a worker's clang reads its environment. The
+    // workers then find it loaded.
+    let mut inputs = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let (ctk, cuda_home) = match *job {
+            Job::Generate(ctk) => (ctk, opts.cuda_home.as_deref()),
+            Job::Summarise(ctk) => (ctk, None),
+        };
+        inputs.push(Inputs::gather(&config.inputs, ctk, cuda_home)?);
+    }
+    if let Some(first) = inputs.first() {
+        first.libclang.activate()?;
     }
     let mut results: Vec<Option<Result<Made, GenerateError>>> = jobs.iter().map(|_| None).collect();
     let next = AtomicUsize::new(0);
@@ -263,7 +273,7 @@ pub fn generate_crate_with(
         let (sender, receiver) = std::sync::mpsc::channel();
         for _ in 0..workers {
             let sender = sender.clone();
-            let (jobs, next, failed) = (&jobs, &next, &failed);
+            let (jobs, inputs, next, failed) = (&jobs, &inputs, &next, &failed);
             std::thread::Builder::new()
                 .name("hostcb-regen".to_owned())
                 // libclang and syn's visitors recurse deeply over the CUDA headers: the main
@@ -275,7 +285,7 @@ pub fn generate_crate_with(
                         if i >= jobs.len() || failed.load(Ordering::Relaxed) {
                             break;
                         }
-                        let made = run(config, jobs[i], opts);
+                        let made = run(config, jobs[i], &inputs[i], opts);
                         if made.is_err() {
                             failed.store(true, Ordering::Relaxed);
                         }
@@ -337,11 +347,11 @@ pub fn generate_crate_with(
 
 /// Runs one job on the calling (worker) thread. Every summary made from the headers is cached
 /// for a later `regen --ctk X` (a failure to cache is a warning).
-fn run(config: &Config, job: Job, opts: &Options) -> Result<Made, GenerateError> {
+fn run(config: &Config, job: Job, inputs: &Inputs, opts: &Options) -> Result<Made, GenerateError> {
     let started = Instant::now();
     match job {
         Job::Generate(ctk) => {
-            let one = generate(config, ctk, opts)?;
+            let one = generate_from(config, inputs)?;
             let summary = Summary::of(&one.model);
             let mut warnings = one.warnings;
             if opts.cuda_home.is_none() {
@@ -355,8 +365,8 @@ fn run(config: &Config, job: Job, opts: &Options) -> Result<Made, GenerateError>
                 took: started.elapsed(),
             }))
         }
-        Job::Summarise(ctk) => {
-            let model = read_model(config, ctk, &Options::default())?;
+        Job::Summarise(_) => {
+            let model = model_from(config, inputs)?;
             let summary = Summary::of(&model);
             let warnings = summaries::store(config, &summary).into_iter().collect();
             Ok(Made::Summarised(summary, warnings))

@@ -77,11 +77,14 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
         )
         .unwrap();
     }
+    // This generator's summaries of the listed targets (the shared cache may hold others').
     let summaries = scratch.path().join("summaries");
     std::fs::create_dir_all(&summaries).unwrap();
-    for entry in std::fs::read_dir(config.cache().join("summaries")).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), summaries.join(entry.file_name())).unwrap();
+    for &ctk in &config.targets {
+        let path = pipeline::summaries::path(&config, ctk)
+            .expect("a summary path (the cache is off under a LIBCLANG_PATH override)");
+        std::fs::copy(&path, summaries.join(path.file_name().unwrap()))
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     }
     let mut partial_config = config.clone();
     partial_config.inputs.cache = scratch.path().to_path_buf();
@@ -122,19 +125,19 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
         let prefix = format!("{}-{}-", headers.name, headers.version);
         std::fs::read_dir(scratch.path().join("unpacked"))
             .unwrap()
-            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(&prefix))
+            .any(|e| {
+                e.unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(&prefix)
+            })
     };
-    assert!(!unpacked(), "{second}'s headers were read with its summary cached");
-    let damaged = std::fs::read_dir(&summaries)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(&format!("{}-", second.module()))
-        })
-        .expect("a summary of the second target");
+    assert!(
+        !unpacked(),
+        "{second}'s headers were read with its summary cached"
+    );
+    let damaged = pipeline::summaries::path(&partial_config, second)
+        .expect("a summary path (the cache is off under a LIBCLANG_PATH override)");
     let text = std::fs::read_to_string(&damaged).unwrap();
     // One cell changed, the file otherwise whole: only its SHA-256 line can tell.
     let tampered = text.replacen("10000", "10001", 1);

@@ -24,7 +24,7 @@ const FORMAT: &str = "hostcb-summary-v1";
 
 /// The cache file of `ctk` under `config`, or `None` where nothing is cached: a `LIBCLANG_PATH`
 /// override (its library is not pinned), a target the lock does not pin, or no gcc.
-fn path(config: &Config, ctk: Ctk) -> Option<PathBuf> {
+pub fn path(config: &Config, ctk: Ctk) -> Option<PathBuf> {
     if config.inputs.libclang_path.is_some() {
         return None;
     }
