@@ -32,6 +32,7 @@ use crate::target::Ctk;
 pub use error::InputError;
 pub(crate) use files::kind as file_kind;
 pub use files::{PIN_PREFIX, join_cache, sha256_file};
+pub(crate) use files::{hex, sha256_hex};
 pub use headers::{Headers, local_headers};
 pub(crate) use libclang::gcc_include_args;
 pub use libclang::{LIBCLANG_VERSION, Libclang, local_libclang};

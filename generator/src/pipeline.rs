@@ -238,15 +238,20 @@ pub fn generate_crate_with(
 ) -> Result<CrateOutput, GenerateError> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+    let cache = summaries::Cache::new(config);
     let mut jobs: Vec<Job> = ctks.iter().map(|&c| Job::Generate(c)).collect();
     let mut cached = Vec::new();
     for &ctk in &config.targets {
         if ctks.contains(&ctk) {
             continue;
         }
-        match (others, summaries::load(config, ctk)) {
-            (Others::Cached, Some(summary)) => cached.push(summary),
-            _ => jobs.push(Job::Summarise(ctk)),
+        let hit = match (others, &cache) {
+            (Others::Cached, Some(cache)) => cache.load(ctk),
+            _ => None,
+        };
+        match hit {
+            Some(summary) => cached.push(summary),
+            None => jobs.push(Job::Summarise(ctk)),
         }
     }
     // Every job's inputs are gathered here first, one after the other in job order (downloads,
@@ -273,7 +278,7 @@ pub fn generate_crate_with(
         let (sender, receiver) = std::sync::mpsc::channel();
         for _ in 0..workers {
             let sender = sender.clone();
-            let (jobs, inputs, next, failed) = (&jobs, &inputs, &next, &failed);
+            let (jobs, inputs, cache, next, failed) = (&jobs, &inputs, &cache, &next, &failed);
             std::thread::Builder::new()
                 .name("hostcb-regen".to_owned())
                 // libclang and syn's visitors recurse deeply over the CUDA headers: the main
@@ -285,7 +290,13 @@ pub fn generate_crate_with(
                         if i >= jobs.len() || failed.load(Ordering::Relaxed) {
                             break;
                         }
-                        let made = run(config, jobs[i], &inputs[i], opts);
+                        // A local toolkit's (`--cuda-home`) headers are not pinned: its
+                        // summary is not cached under the pinned target's name.
+                        let cache = match jobs[i] {
+                            Job::Generate(_) if opts.cuda_home.is_some() => None,
+                            _ => cache.as_ref(),
+                        };
+                        let made = run(config, jobs[i], &inputs[i], cache);
                         if made.is_err() {
                             failed.store(true, Ordering::Relaxed);
                         }
@@ -345,33 +356,34 @@ pub fn generate_crate_with(
     })
 }
 
-/// Runs one job on the calling (worker) thread. Every summary made from the headers is cached
-/// for a later `regen --ctk X` (a failure to cache is a warning).
-fn run(config: &Config, job: Job, inputs: &Inputs, opts: &Options) -> Result<Made, GenerateError> {
+/// Runs one job on the calling (worker) thread. Every summary made from the headers goes into
+/// `cache`, when there is one, for a later `regen --ctk X` (a failure to cache is a warning).
+fn run(
+    config: &Config,
+    job: Job,
+    inputs: &Inputs,
+    cache: Option<&summaries::Cache>,
+) -> Result<Made, GenerateError> {
     let started = Instant::now();
-    match job {
-        Job::Generate(ctk) => {
+    let (model, generated) = match job {
+        Job::Generate(_) => {
             let one = generate_from(config, inputs)?;
-            let summary = Summary::of(&one.model);
-            let mut warnings = one.warnings;
-            if opts.cuda_home.is_none() {
-                warnings.extend(summaries::store(config, &summary));
-            }
-            Ok(Made::Generated(TargetOutput {
-                ctk,
-                files: one.files,
-                summary,
-                warnings,
-                took: started.elapsed(),
-            }))
+            (one.model, Some((one.files, one.warnings)))
         }
-        Job::Summarise(_) => {
-            let model = model_from(config, inputs)?;
-            let summary = Summary::of(&model);
-            let warnings = summaries::store(config, &summary).into_iter().collect();
-            Ok(Made::Summarised(summary, warnings))
-        }
-    }
+        Job::Summarise(_) => (model_from(config, inputs)?, None),
+    };
+    let summary = Summary::of(&model);
+    let stored = cache.and_then(|cache| cache.store(&summary));
+    Ok(match generated {
+        Some((files, warnings)) => Made::Generated(TargetOutput {
+            ctk: summary.ctk,
+            files,
+            summary,
+            warnings: warnings.into_iter().chain(stored).collect(),
+            took: started.elapsed(),
+        }),
+        None => Made::Summarised(summary, stored.into_iter().collect()),
+    })
 }
 
 /// `newest_target!`: `for_each_target!` for the newest listed target alone, so that hand-written

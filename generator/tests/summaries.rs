@@ -80,9 +80,10 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
     // This generator's summaries of the listed targets (the shared cache may hold others').
     let summaries = scratch.path().join("summaries");
     std::fs::create_dir_all(&summaries).unwrap();
+    let cache = pipeline::summaries::Cache::new(&config)
+        .expect("a summary cache (it is off under a LIBCLANG_PATH override)");
     for &ctk in &config.targets {
-        let path = pipeline::summaries::path(&config, ctk)
-            .expect("a summary path (the cache is off under a LIBCLANG_PATH override)");
+        let path = cache.path(ctk).expect("a pinned target");
         std::fs::copy(&path, summaries.join(path.file_name().unwrap()))
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     }
@@ -90,14 +91,18 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
     partial_config.inputs.cache = scratch.path().to_path_buf();
     let before = wheels(scratch.path());
 
-    let partial = pipeline::generate_crate(
-        &partial_config,
-        &[first],
-        &Options::default(),
-        Others::Cached,
-        |_| {},
-    )
-    .expect("regen one target from the cached summaries");
+    // What `regen --ctk <first>` computes.
+    let regen_first = |what: &str| {
+        pipeline::generate_crate(
+            &partial_config,
+            &[first],
+            &Options::default(),
+            Others::Cached,
+            |_| {},
+        )
+        .unwrap_or_else(|e| panic!("regen one target, {what}: {e}"))
+    };
+    let partial = regen_first("the others' summaries cached");
     assert_eq!(
         wheels(scratch.path()),
         before,
@@ -136,21 +141,15 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
         !unpacked(),
         "{second}'s headers were read with its summary cached"
     );
-    let damaged = pipeline::summaries::path(&partial_config, second)
-        .expect("a summary path (the cache is off under a LIBCLANG_PATH override)");
+    let damaged = pipeline::summaries::Cache::new(&partial_config)
+        .and_then(|cache| cache.path(second))
+        .expect("a summary path");
     let text = std::fs::read_to_string(&damaged).unwrap();
     // One cell changed, the file otherwise whole: only its SHA-256 line can tell.
     let tampered = text.replacen("10000", "10001", 1);
     assert_ne!(tampered, text);
     std::fs::write(&damaged, &tampered).unwrap();
-    let again = pipeline::generate_crate(
-        &partial_config,
-        &[first],
-        &Options::default(),
-        Others::Cached,
-        |_| {},
-    )
-    .expect("regen one target, one summary damaged");
+    let again = regen_first("one summary damaged");
     assert!(
         unpacked(),
         "a damaged summary of {second} was used instead of its headers"

@@ -263,8 +263,14 @@ impl OneShot {
             book: ManuallyDrop::new(Arc::clone(book)),
             f,
         };
+        OneShot::boxed(cell, discard_cell::<F>)
+    }
+
+    /// `cell` boxed, owned until handed over; `discard` drops a box of it never handed over.
+    #[inline]
+    fn boxed<T>(cell: T, discard: unsafe fn(*mut c_void)) -> OneShot {
         OneShot {
-            discard: discard_cell::<F>,
+            discard,
             data: Box::into_raw(Box::new(cell)).cast(),
         }
     }
@@ -349,11 +355,11 @@ pub(crate) struct GuardedCell<F> {
     f: F,
 }
 
-/// A [`GuardedCell`] not handed to CUDA yet; dropping it drops the closure uncalled, here.
+/// A [`GuardedCell`] not handed to CUDA yet (a [`OneShot`] of it); dropping it drops the
+/// closure uncalled, here.
 pub(crate) struct Guarded {
-    discard: unsafe fn(*mut c_void),
+    cell: OneShot,
     call: HostFn,
-    data: *mut c_void,
 }
 
 impl Guarded {
@@ -364,30 +370,22 @@ impl Guarded {
             f,
         };
         Guarded {
-            discard: discard_guarded::<F>,
+            cell: OneShot::boxed(cell, discard_guarded::<F>),
             call: guarded_call::<F>,
-            data: Box::into_raw(Box::new(cell)).cast(),
         }
     }
 
     /// The host function and user data for `cuLaunchHostFunc_v2`; the same user data goes to
     /// the guard's `cuStreamAddCallback` (see [`guard_call`]).
     pub(crate) fn parts(&self) -> (HostFn, *mut c_void) {
-        (self.call, self.data)
+        (self.call, self.cell.data())
     }
 
     /// CUDA accepted the host function: the cell is CUDA's until the guard releases it. If the
     /// guard then cannot be enqueued, the cell stays CUDA's (the host function may still run
     /// it) and is leaked.
     pub(crate) fn hand_over(self) {
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        // SAFETY: `data` is the cell made in `new` for this `discard`, not handed over.
-        unsafe { (self.discard)(self.data) }
+        self.cell.hand_over();
     }
 }
 

@@ -17,85 +17,101 @@ use sha2::{Digest, Sha256};
 
 use crate::Ctk;
 use crate::config::Config;
+use crate::inputs::{hex, sha256_hex};
 use crate::model::Summary;
 
 /// The version of the file format and of what a summary holds.
 const FORMAT: &str = "hostcb-summary-v1";
 
-/// The cache file of `ctk` under `config`, or `None` where nothing is cached: a `LIBCLANG_PATH`
-/// override (its library is not pinned), a target the lock does not pin, or no gcc.
-pub fn path(config: &Config, ctk: Ctk) -> Option<PathBuf> {
-    if config.inputs.libclang_path.is_some() {
-        return None;
-    }
-    let lock = &config.inputs.lock;
-    let target = lock.target(ctk).ok()?;
-    let mut key = Sha256::new();
-    let mut part = |text: &str| {
-        key.update((text.len() as u64).to_le_bytes());
-        key.update(text.as_bytes());
-    };
-    part(FORMAT);
-    part(crate::BUILT_FROM_SOURCES);
-    part(&ctk.to_string());
-    for spec in [&target.headers, &target.crt] {
-        let entry = lock.get(spec).ok()?;
-        part(&entry.spec());
-        part(&entry.sha256);
-    }
-    let libclang = lock.get(crate::inputs::LIBCLANG_SPEC).ok()?;
-    part(&libclang.sha256);
-    part(&crate::inputs::gcc_include_args().ok()?.join("\n"));
-    part(&format!("{:?}", config.driver_list));
-    part(&format!("{:?}", config.runtime_list));
-    let key: String = key.finalize()[..12]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Some(
-        config
-            .cache()
-            .join("summaries")
-            .join(format!("{}-{key}.txt", ctk.module())),
-    )
+/// The summary cache of one configuration: what every key shares, computed once.
+pub struct Cache<'a> {
+    config: &'a Config,
+    /// The hash state over what every target's summary depends on.
+    common: Sha256,
 }
 
-/// The cached summary of `ctk`, if there is one whose text is whole.
-pub(super) fn load(config: &Config, ctk: Ctk) -> Option<Summary> {
-    let text = std::fs::read_to_string(path(config, ctk)?).ok()?;
-    let (body, trailer) = text.rsplit_once("sha256 ")?;
-    if trailer.strip_suffix('\n')? != hex(&Sha256::digest(body.as_bytes())) {
-        return None;
+impl<'a> Cache<'a> {
+    /// The cache of `config`, or `None` where nothing is cached: under a `LIBCLANG_PATH`
+    /// override (its library is not pinned), or without the pinned libclang or gcc.
+    pub fn new(config: &'a Config) -> Option<Cache<'a>> {
+        if config.inputs.libclang_path.is_some() {
+            return None;
+        }
+        let libclang = config.lock().get(crate::inputs::LIBCLANG_SPEC).ok()?;
+        let mut common = Sha256::new();
+        for text in [
+            FORMAT,
+            crate::BUILT_FROM_SOURCES,
+            &libclang.sha256,
+            &crate::inputs::gcc_include_args().ok()?.join("\n"),
+            &format!("{:?}", config.driver_list),
+            &format!("{:?}", config.runtime_list),
+        ] {
+            part(&mut common, text);
+        }
+        Some(Cache { config, common })
     }
-    Summary::from_text(ctk, body)
-}
 
-/// Caches `summary`: written to a temporary file beside its place, then renamed into it, so a
-/// reader never sees half a file. Returns a warning when it cannot.
-pub(super) fn store(config: &Config, summary: &Summary) -> Option<String> {
-    let path = path(config, summary.ctk)?;
-    let dir = path.parent()?;
-    let body = summary.to_text();
-    let text = format!("{body}sha256 {}\n", hex(&Sha256::digest(body.as_bytes())));
-    if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {
-        return None;
-    }
-    let written = std::fs::create_dir_all(dir)
-        .and_then(|()| tempfile::NamedTempFile::new_in(dir))
-        .and_then(|mut file| {
-            file.write_all(text.as_bytes())?;
-            file.persist(&path).map_err(|e| e.error)?;
-            Ok(())
-        });
-    written.err().map(|e| {
-        format!(
-            "cannot cache the summary of CTK {} at {}: {e} (a later `regen --ctk X` reads its headers again)",
-            summary.ctk,
-            path.display()
+    /// The cache file of `ctk`, named by the SHA-256 of everything its summary depends on (no
+    /// wheel is read for it), or `None` for a target the lock does not pin.
+    pub fn path(&self, ctk: Ctk) -> Option<PathBuf> {
+        let lock = self.config.lock();
+        let target = lock.target(ctk).ok()?;
+        let mut key = self.common.clone();
+        part(&mut key, &ctk.to_string());
+        for spec in [&target.headers, &target.crt] {
+            let entry = lock.get(spec).ok()?;
+            part(&mut key, &entry.spec());
+            part(&mut key, &entry.sha256);
+        }
+        let key = hex(&key.finalize()[..12]);
+        Some(
+            self.config
+                .cache()
+                .join("summaries")
+                .join(format!("{}-{key}.txt", ctk.module())),
         )
-    })
+    }
+
+    /// The cached summary of `ctk`, if there is one whose text is whole.
+    pub(super) fn load(&self, ctk: Ctk) -> Option<Summary> {
+        let text = std::fs::read_to_string(self.path(ctk)?).ok()?;
+        let (body, trailer) = text.rsplit_once("sha256 ")?;
+        if trailer.strip_suffix('\n')? != sha256_hex(body.as_bytes()) {
+            return None;
+        }
+        Summary::from_text(ctk, body)
+    }
+
+    /// Caches `summary`: written to a temporary file beside its place, then renamed into it, so
+    /// a reader never sees half a file. Returns a warning when it cannot.
+    pub(super) fn store(&self, summary: &Summary) -> Option<String> {
+        let path = self.path(summary.ctk)?;
+        let dir = path.parent()?;
+        let body = summary.to_text();
+        let text = format!("{body}sha256 {}\n", sha256_hex(body.as_bytes()));
+        if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {
+            return None;
+        }
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|()| tempfile::NamedTempFile::new_in(dir))
+            .and_then(|mut file| {
+                file.write_all(text.as_bytes())?;
+                file.persist(&path).map_err(|e| e.error)?;
+                Ok(())
+            });
+        written.err().map(|e| {
+            format!(
+                "cannot cache the summary of CTK {} at {}: {e} (a later `regen --ctk X` reads its headers again)",
+                summary.ctk,
+                path.display()
+            )
+        })
+    }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Adds one length-prefixed part to a key.
+fn part(key: &mut Sha256, text: &str) {
+    key.update((text.len() as u64).to_le_bytes());
+    key.update(text.as_bytes());
 }
