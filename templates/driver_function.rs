@@ -7,7 +7,7 @@
 //   __base__         the name cuGetProcAddress takes;  __VERSION__  its ABI version
 //   __PER_THREAD__   the per-thread-default-stream variant: `Some(PerThreadVariant { .. })` or `None`
 // The static is the function's entry point; it goes into the file's `entry` module (see
-// file.rs). The wrapper is one call: it forwards every argument to the entry point unchanged:
+// file.rs), and names itself (`|| &__name__`) to its first-call stub, which resolves it. The wrapper is one call: it forwards every argument to the entry point unchanged:
 // no trampoline, no copies, no ownership taken. Comments here do not reach the output (syn
 // drops them); the safety argument that the output carries is in file.rs's `entry` docs.
 
@@ -16,11 +16,11 @@ pub static __name__: DriverFn<unsafe extern "C" fn(__ParamTypes__) -> __Ret__> =
     // SAFETY: the type is the C signature of the declaration this was generated from, which
     // cudaTypedefs.h gives as the signature of `__base__` at ABI version `__VERSION__` (and of
     // its per-thread variant).
-    unsafe { DriverFn::new(c"__name__", c"__base__", __VERSION__, __PER_THREAD__) };
+    unsafe { DriverFn::new(c"__name__", c"__base__", __VERSION__, __PER_THREAD__, || &__name__) };
 
 #[doc = "__DOC__"]
 #[inline]
 pub unsafe fn __name__(__params__: __Params__) -> Result<(), Error> {
     // SAFETY: the caller upholds the C function's contract (see the documentation above).
-    driver_result("__name__", unsafe { entry::__name__.get()?(__args__) }.0)
+    driver_result("__name__", unsafe { entry::__name__.function()(__args__) }.0)
 }

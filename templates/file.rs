@@ -25,6 +25,8 @@ use crate::load::{driver_result, runtime_result};
 /// like it, whose type is the C signature of the function's declaration. That type is what
 /// makes each wrapper's call through its entry point sound; [`ALL`](entry::ALL) lists every
 /// entry point (to check what the installed CUDA provides, or which export each resolves to).
+/// Each static names itself (`|| &X`) to its first-call stub, which resolves it on the first
+/// call and forwards that call's arguments unchanged (see [`crate::load::FirstCall`]).
 pub mod entry {
     use super::*;
     use crate::load::{DriverFn, Entry, PerThreadVariant, RuntimeFn};

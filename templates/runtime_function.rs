@@ -8,18 +8,18 @@
 //   __PER_THREAD__   the per-thread-default-stream symbol, `Some(c"..._ptsz")`, or `None`
 //   __VERSION__      the CUDA version the function needs, for the "not available" error
 // The static is the function's entry point; it goes into the file's `entry` module (see
-// file.rs). The wrapper is one call: it forwards every argument to the entry point unchanged:
+// file.rs), and names itself (`|| &__name__`) to its first-call stub, which resolves it. The wrapper is one call: it forwards every argument to the entry point unchanged:
 // no trampoline, no copies, no ownership taken.
 
 #[doc = "__DOC__"]
 pub static __name__: RuntimeFn<unsafe extern "C" fn(__ParamTypes__) -> __Ret__> =
     // SAFETY: the type is the C signature of the declaration this was generated from; its
     // per-thread twin has the same signature.
-    unsafe { RuntimeFn::new(c"__name__", __MAJOR__, __PER_THREAD__, __VERSION__) };
+    unsafe { RuntimeFn::new(c"__name__", __MAJOR__, __PER_THREAD__, __VERSION__, || &__name__) };
 
 #[doc = "__DOC__"]
 #[inline]
 pub unsafe fn __name__(__params__: __Params__) -> Result<(), Error> {
     // SAFETY: the caller upholds the C function's contract (see the documentation above).
-    runtime_result("__name__", __MAJOR__, unsafe { entry::__name__.get()?(__args__) }.0)
+    runtime_result("__name__", __MAJOR__, unsafe { entry::__name__.function()(__args__) }.0)
 }

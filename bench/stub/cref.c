@@ -100,6 +100,17 @@ int hostcb_one_c_launch(void) { return p_launch(c_stream, cref_cb, NULL); }
 int hostcb_one_c_rt12_launch(void) { return p_rt_launch[0](NULL, cref_cb, NULL); }
 int hostcb_one_c_rt13_launch(void) { return p_rt_launch[1](NULL, cref_cb, NULL); }
 
+// The same calls with the status checked where they are made, as a caller that goes on only on
+// success does: 0 on success, 1 on any failure.
+int hostcb_one_c_launch_checked(void) {
+  if (p_launch(c_stream, cref_cb, NULL) != 0) return 1;
+  return 0;
+}
+int hostcb_one_c_rt13_launch_checked(void) {
+  if (p_rt_launch[1](NULL, cref_cb, NULL) != 0) return 1;
+  return 0;
+}
+
 // What the safe Stream::launch does, in C: refuse a capturing stream, box the state, launch a
 // host function that uses the box and frees it (or free it here if the launch fails).
 int hostcb_one_c_boxed_launch(void) {

@@ -45,6 +45,7 @@
 //! at load. Concurrent first calls from several threads are safe.
 
 mod driver;
+mod first;
 mod runtime;
 mod search;
 mod stream;
@@ -52,13 +53,14 @@ mod stream;
 use std::borrow::Cow;
 use std::ffi::{CStr, c_void};
 use std::marker::PhantomData;
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::error::{Api, Error};
 
-pub use driver::{driver_result, driver_version};
+pub use driver::{driver_result, driver_version, resolved_driver_result};
+pub use first::{FirstCall, Resolve, UNRESOLVED, take_unresolved};
 pub use runtime::{runtime_result, runtime_version};
 pub use stream::{DefaultStream, default_stream, set_default_stream};
 
@@ -80,31 +82,52 @@ unsafe impl Send for Addr {}
 // SAFETY: as above; `Addr` is a plain, immutable address.
 unsafe impl Sync for Addr {}
 
-/// What an entry point remembers of its resolution: the address once found (NULL until then),
-/// or the fact that the loaded library lacks the function. Errors that may pass (no library
-/// yet, a failing lookup) are not kept, so the next call tries again.
+/// What an entry point remembers of its resolution: the address to call (the entry point's
+/// first-call stub until the function is resolved, then the library's function), or the fact
+/// that the loaded library lacks the function. Errors that may pass (no library yet, a failing
+/// lookup) are not kept, so the next call tries again.
 ///
-/// The address is the whole fast path: one load and a NULL test before the call, inlined into
-/// every wrapper. Everything else lives out of line, behind `#[cold]`.
+/// The address is the whole fast path: one load before the call, inlined into every wrapper.
+/// Everything else lives out of line, in the stub (see [`first`]).
 #[derive(Debug)]
 struct Resolved {
     address: AtomicPtr<c_void>,
+    /// The first-call stub, which `address` holds until the function is resolved.
+    first: Stub,
     missing: OnceLock<Error>,
 }
 
+/// A first-call stub's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stub(*const c_void);
+
+// SAFETY: the address of a function of this crate, which can be called from any thread.
+unsafe impl Send for Stub {}
+// SAFETY: as above; `Stub` is a plain, immutable address.
+unsafe impl Sync for Stub {}
+
 impl Resolved {
-    const fn new() -> Resolved {
+    const fn new(first: *const c_void) -> Resolved {
         Resolved {
-            address: AtomicPtr::new(ptr::null_mut()),
+            address: AtomicPtr::new(first.cast_mut()),
+            first: Stub(first),
             missing: OnceLock::new(),
         }
     }
 
-    /// The address, if resolved. `Acquire` pairs with [`Resolved::remember`]'s `Release`, so the
-    /// loaded library is visible to a thread that sees its address (a plain load on x86-64).
+    /// The address to call: the library's function, or the first-call stub. `Acquire` pairs
+    /// with [`Resolved::remember`]'s `Release`, so the loaded library is visible to a thread
+    /// that sees its address (a plain load on x86-64).
     #[inline(always)]
     fn address(&self) -> *const c_void {
         self.address.load(Ordering::Acquire).cast_const()
+    }
+
+    /// The library's function, if resolved.
+    #[inline(always)]
+    fn resolved(&self) -> Option<*const c_void> {
+        let address = self.address();
+        (address != self.first.0).then_some(address)
     }
 
     /// Remembers `outcome` when it is final (an address, or [`Error::Unavailable`]); an error
@@ -168,11 +191,9 @@ impl DriverMeta {
     /// The address, resolving it (once) if needed.
     #[inline(always)]
     fn address(&'static self) -> Result<*const c_void, &'static Error> {
-        let address = self.resolved.address();
-        if address.is_null() {
-            self.resolve()
-        } else {
-            Ok(address)
+        match self.resolved.resolved() {
+            Some(address) => Ok(address),
+            None => self.resolve(),
         }
     }
 
@@ -196,7 +217,8 @@ impl DriverMeta {
 /// cached.
 ///
 /// Meant for a `static` that a wrapper calls through:
-/// `static F: DriverFn<unsafe extern "C" fn(..) -> CUresult> = unsafe { DriverFn::new(...) }`.
+/// `static X: DriverFn<unsafe extern "C" fn(..) -> CUresult> = unsafe { DriverFn::new(.., || &X) }`,
+/// and `entry::X.function()(..)` in the wrapper.
 #[derive(Debug)]
 pub struct DriverFn<F> {
     meta: DriverMeta,
@@ -209,19 +231,28 @@ impl<F: Copy> DriverFn<F> {
     /// `name`: the declaration's name, which is the library's legacy export (e.g.
     /// `c"cuLaunchHostFunc_v2"`); `base`: the name `cuGetProcAddress` takes
     /// (`c"cuLaunchHostFunc"`); `version`: the ABI version from `cudaTypedefs.h` (`13010`);
-    /// `per_thread`: the per-thread-default-stream variant, if the function has one.
+    /// `per_thread`: the per-thread-default-stream variant, if the function has one; `this`: a
+    /// closure without captures that returns the static being defined (`|| &X` in `static X`),
+    /// which names it to the first-call stub (see [`FirstCall`]).
     ///
     /// # Safety
     ///
     /// `F` must be an `unsafe extern "C" fn` type with the C signature of `base` at ABI
     /// `version`, and of the per-thread variant at its version: [`DriverFn::get`] hands the
-    /// driver's address out as an `F`.
-    pub const unsafe fn new(
+    /// driver's address out as an `F`. `this` must return the static this value initialises:
+    /// its first-call stub resolves that one.
+    pub const unsafe fn new<S>(
         name: &'static CStr,
         base: &'static CStr,
         version: u32,
         per_thread: Option<PerThreadVariant>,
-    ) -> Self {
+        this: S,
+    ) -> Self
+    where
+        S: Fn() -> &'static Self + Copy,
+        F: FirstCall<S, Self> + 'static,
+    {
+        let _ = this;
         Self {
             meta: DriverMeta {
                 name: match name.to_str() {
@@ -232,33 +263,49 @@ impl<F: Copy> DriverFn<F> {
                 base,
                 version,
                 per_thread,
-                resolved: Resolved::new(),
+                resolved: Resolved::new(<F as FirstCall<S, Self>>::STUB),
             },
             signature: PhantomData,
         }
     }
 
-    /// Resolves the function (once) and returns it, typed. After the first call this is one
-    /// load and a test.
+    /// Resolves the function (once) and returns it, typed. After the first call this is two
+    /// loads and a test.
     #[inline(always)]
     pub fn get(&'static self) -> Result<F, Error> {
         match self.meta.address() {
-            // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
+            // SAFETY: `new`'s contract makes `F` the function's C type.
             Ok(address) => Ok(unsafe { as_fn::<F>(address) }),
             Err(e) => Err(*e),
         }
     }
-}
 
-impl<F: Copy> DriverFn<F> {
-    /// The function if it is already resolved, without resolving it: for a caller that keeps
-    /// its own fast path (one load and a test, nothing out of line to merge back from) and
-    /// calls the wrapper, or [`get`](Self::get), otherwise.
+    /// The function to call: the driver's once resolved, until then the entry point's
+    /// first-call stub, which resolves it and forwards the call. One load; what the wrappers
+    /// call. A call that returns [`UNRESOLVED`] could not resolve the function:
+    /// [`take_unresolved`] gives why ([`driver_result`] does that).
+    #[inline(always)]
+    pub fn function(&'static self) -> F {
+        // SAFETY: `new`'s contract makes `F` the function's C type, and the stub's type is `F`.
+        unsafe { as_fn::<F>(self.meta.resolved.address()) }
+    }
+
+    /// The function if it is already resolved, without resolving it.
     #[inline(always)]
     pub fn resolved(&'static self) -> Option<F> {
-        let address = self.meta.resolved.address();
-        // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
-        (!address.is_null()).then(|| unsafe { as_fn::<F>(address) })
+        // SAFETY: `new`'s contract makes `F` the function's C type.
+        self.meta
+            .resolved
+            .resolved()
+            .map(|address| unsafe { as_fn::<F>(address) })
+    }
+}
+
+impl<F> first::sealed::Sealed for DriverFn<F> {}
+
+impl<F: Sync> Resolve for DriverFn<F> {
+    fn resolve_first(&'static self) -> Result<*const c_void, &'static Error> {
+        self.meta.address()
     }
 }
 
@@ -299,11 +346,9 @@ impl RuntimeMeta {
     /// The address, resolving it (once) if needed.
     #[inline(always)]
     fn address(&'static self) -> Result<*const c_void, &'static Error> {
-        let address = self.resolved.address();
-        if address.is_null() {
-            self.resolve()
-        } else {
-            Ok(address)
+        match self.resolved.resolved() {
+            Some(address) => Ok(address),
+            None => self.resolve(),
         }
     }
 
@@ -327,7 +372,8 @@ impl RuntimeMeta {
 /// and cached.
 ///
 /// Meant for a `static` that a wrapper calls through:
-/// `static F: RuntimeFn<unsafe extern "C" fn(..) -> cudaError_t> = unsafe { RuntimeFn::new(...) }`.
+/// `static X: RuntimeFn<unsafe extern "C" fn(..) -> cudaError_t> = unsafe { RuntimeFn::new(.., || &X) }`,
+/// and `entry::X.function()(..)` in the wrapper.
 #[derive(Debug)]
 pub struct RuntimeFn<F> {
     meta: RuntimeMeta,
@@ -341,18 +387,26 @@ impl<F: Copy> RuntimeFn<F> {
     /// runtime's major version (12 or 13); `per_thread_symbol`: the per-thread default-stream
     /// variant (e.g. `c"cudaLaunchHostFunc_ptsz"`), if any; `needs`: the CUDA version the
     /// function first appeared in (e.g. `13010`), for the message when the installed runtime
-    /// lacks it.
+    /// lacks it; `this`: a closure without captures that returns the static being defined
+    /// (`|| &X` in `static X`), which names it to the first-call stub (see [`FirstCall`]).
     ///
     /// # Safety
     ///
     /// `F` must be an `unsafe extern "C" fn` type with the C signature of `symbol` (and of its
-    /// per-thread variant): [`RuntimeFn::get`] hands the export's address out as an `F`.
-    pub const unsafe fn new(
+    /// per-thread variant): [`RuntimeFn::get`] hands the export's address out as an `F`. `this`
+    /// must return the static this value initialises: its first-call stub resolves that one.
+    pub const unsafe fn new<S>(
         symbol: &'static CStr,
         major: u32,
         per_thread_symbol: Option<&'static CStr>,
         needs: u32,
-    ) -> Self {
+        this: S,
+    ) -> Self
+    where
+        S: Fn() -> &'static Self + Copy,
+        F: FirstCall<S, Self> + 'static,
+    {
+        let _ = this;
         Self {
             meta: RuntimeMeta {
                 name: match symbol.to_str() {
@@ -363,21 +417,49 @@ impl<F: Copy> RuntimeFn<F> {
                 symbol,
                 per_thread_symbol,
                 needs,
-                resolved: Resolved::new(),
+                resolved: Resolved::new(<F as FirstCall<S, Self>>::STUB),
             },
             signature: PhantomData,
         }
     }
 
-    /// Resolves the function (once) and returns it, typed. After the first call this is one
-    /// load and a test.
+    /// Resolves the function (once) and returns it, typed. After the first call this is two
+    /// loads and a test.
     #[inline(always)]
     pub fn get(&'static self) -> Result<F, Error> {
         match self.meta.address() {
-            // SAFETY: `new`'s contract makes `F` the function's C type; the address is not NULL.
+            // SAFETY: `new`'s contract makes `F` the function's C type.
             Ok(address) => Ok(unsafe { as_fn::<F>(address) }),
             Err(e) => Err(*e),
         }
+    }
+
+    /// The function to call: the runtime's once resolved, until then the entry point's
+    /// first-call stub, which resolves it and forwards the call. One load; what the wrappers
+    /// call. A call that returns [`UNRESOLVED`] could not resolve the function:
+    /// [`take_unresolved`] gives why ([`runtime_result`] does that).
+    #[inline(always)]
+    pub fn function(&'static self) -> F {
+        // SAFETY: `new`'s contract makes `F` the function's C type, and the stub's type is `F`.
+        unsafe { as_fn::<F>(self.meta.resolved.address()) }
+    }
+
+    /// The function if it is already resolved, without resolving it.
+    #[inline(always)]
+    pub fn resolved(&'static self) -> Option<F> {
+        // SAFETY: `new`'s contract makes `F` the function's C type.
+        self.meta
+            .resolved
+            .resolved()
+            .map(|address| unsafe { as_fn::<F>(address) })
+    }
+}
+
+impl<F> first::sealed::Sealed for RuntimeFn<F> {}
+
+impl<F: Sync> Resolve for RuntimeFn<F> {
+    fn resolve_first(&'static self) -> Result<*const c_void, &'static Error> {
+        self.meta.address()
     }
 }
 

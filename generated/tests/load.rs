@@ -51,8 +51,9 @@ use std::time::Duration;
 
 use cuda_hostcb::error::{Api, Error};
 use cuda_hostcb::load::{
-    DefaultStream, DriverFn, Entry, PerThreadVariant, RuntimeFn, default_stream, driver_result,
-    driver_version, runtime_result, runtime_version, set_default_stream,
+    DefaultStream, DriverFn, Entry, PerThreadVariant, RuntimeFn, UNRESOLVED, default_stream,
+    driver_result, driver_version, runtime_result, runtime_version, set_default_stream,
+    take_unresolved,
 };
 use hostcb_gate::{check, check_eq};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
@@ -78,21 +79,31 @@ const WHEELS_ENV: &str = "CUDA_HOSTCB_TEST_WHEELS";
 /// Any C function type: these tests compare and count addresses, and call nothing through them.
 type AnyFn = unsafe extern "C" fn() -> u32;
 
-// SAFETY (each static below): the type is only used through `Entry::address`, never called.
+// SAFETY (each static below): the type is only used through `Entry::address`, never called
+// except through the first-call stubs of functions that never resolve (`*_MADE_UP`), which
+// return UNRESOLVED without calling anything, or where no library is loaded.
 static RT13_VERSION: RuntimeFn<AnyFn> =
-    unsafe { RuntimeFn::new(c"cudaRuntimeGetVersion", 13, None, 2000) };
+    unsafe { RuntimeFn::new(c"cudaRuntimeGetVersion", 13, None, 2000, || &RT13_VERSION) };
 static RT13_MADE_UP: RuntimeFn<AnyFn> =
-    unsafe { RuntimeFn::new(c"cudaNoSuchFunction", 13, None, 13000) };
+    unsafe { RuntimeFn::new(c"cudaNoSuchFunction", 13, None, 13000, || &RT13_MADE_UP) };
 static RT13_LAUNCH_HOST_FUNC: RuntimeFn<AnyFn> = unsafe {
     RuntimeFn::new(
         c"cudaLaunchHostFunc",
         13,
         Some(c"cudaLaunchHostFunc_ptsz"),
         10000,
+        || &RT13_LAUNCH_HOST_FUNC,
     )
 };
+/// Called through its first-call stub (its C type is right), so that the stub is seen to
+/// forward the arguments.
+static RT13_GET_VERSION: RuntimeFn<unsafe extern "C" fn(*mut c_int) -> u32> = unsafe {
+    RuntimeFn::new(c"cudaRuntimeGetVersion", 13, None, 2000, || {
+        &RT13_GET_VERSION
+    })
+};
 static RT12_VERSION: RuntimeFn<AnyFn> =
-    unsafe { RuntimeFn::new(c"cudaRuntimeGetVersion", 12, None, 2000) };
+    unsafe { RuntimeFn::new(c"cudaRuntimeGetVersion", 12, None, 2000, || &RT12_VERSION) };
 
 static CU_LAUNCH_HOST_FUNC: DriverFn<AnyFn> = unsafe {
     DriverFn::new(
@@ -103,6 +114,7 @@ static CU_LAUNCH_HOST_FUNC: DriverFn<AnyFn> = unsafe {
             version: 10000,
             symbol: c"cuLaunchHostFunc_ptsz",
         }),
+        || &CU_LAUNCH_HOST_FUNC,
     )
 };
 static CU_LAUNCH_HOST_FUNC_V2: DriverFn<AnyFn> = unsafe {
@@ -114,10 +126,18 @@ static CU_LAUNCH_HOST_FUNC_V2: DriverFn<AnyFn> = unsafe {
             version: 13010,
             symbol: c"cuLaunchHostFunc_v2_ptsz",
         }),
+        || &CU_LAUNCH_HOST_FUNC_V2,
     )
 };
-static CU_MADE_UP: DriverFn<AnyFn> =
-    unsafe { DriverFn::new(c"cuNoSuchFunction", c"cuNoSuchFunction", 13000, None) };
+static CU_MADE_UP: DriverFn<AnyFn> = unsafe {
+    DriverFn::new(
+        c"cuNoSuchFunction",
+        c"cuNoSuchFunction",
+        13000,
+        None,
+        || &CU_MADE_UP,
+    )
+};
 
 /// Every variable the search reads.
 const SEARCH_VARS: [&str; 11] = [
@@ -583,6 +603,20 @@ fn driver_search() -> Outcome {
         format!("{}/compat/libcuda.so.1: no such file", cuda_home.display())
     );
     check_eq!(searched[3], "$CUDA_PATH: not set");
+    // A first call through the stub, without a driver: UNRESOLVED, and the mapper gives back
+    // the error the stub left, once.
+    // SAFETY: no driver loads, so the stub calls nothing.
+    let status = unsafe { CU_MADE_UP.function()() };
+    check_eq!(status, UNRESOLVED);
+    match driver_result("cuNoSuchFunction", status) {
+        Err(Error::LibraryNotFound {
+            library: "libcuda.so.1",
+            searched: left,
+        }) => check_eq!(left, searched.as_slice()),
+        other => panic!("{other:?}"),
+    }
+    check!(take_unresolved().is_none(), "the error is left once");
+    check!(CU_MADE_UP.resolved().is_none());
     // Without the driver, an error code still becomes an error, named by a fallback.
     match driver_result("cuLaunchHostFunc", 1) {
         Err(
@@ -760,6 +794,26 @@ fn driver_resolution() -> Outcome {
         "the per-thread variant"
     );
     check_eq!(CU_LAUNCH_HOST_FUNC.address().unwrap(), launch);
+    // Once resolved, the wrappers call the driver's function itself.
+    check_eq!(CU_LAUNCH_HOST_FUNC.function() as *const c_void, launch);
+    check_eq!(
+        CU_LAUNCH_HOST_FUNC.resolved().map(|f| f as *const c_void),
+        Some(launch)
+    );
+    // SAFETY: cuNoSuchFunction never resolves, so the stub calls nothing.
+    let status = unsafe { CU_MADE_UP.function()() };
+    check_eq!(status, UNRESOLVED);
+    check!(
+        matches!(
+            driver_result("cuNoSuchFunction", status),
+            Err(Error::Unavailable {
+                function: "cuNoSuchFunction",
+                needs: 13000,
+                ..
+            })
+        ),
+        "the stub's error comes back"
+    );
     match CU_MADE_UP.address() {
         Err(Error::Unavailable {
             api: Api::Driver,
@@ -929,11 +983,25 @@ fn runtime_loading() -> Outcome {
         println!("the system loader finds libcudart.so.13, so that one is loaded");
     }
     let barrier = Barrier::new(8);
+    let stubs = std::sync::Mutex::new(Vec::new());
     let outcomes: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..8)
             .map(|_| {
                 s.spawn(|| {
                     barrier.wait();
+                    // The first calls, at once on every thread, through the stubs: one that
+                    // resolves and forwards the argument, and one that cannot resolve, whose
+                    // error each thread gets back for itself.
+                    let mut version: c_int = 0;
+                    // SAFETY: `version` is valid for writes; the type is the function's.
+                    let code = unsafe { RT13_GET_VERSION.function()(&mut version) };
+                    // SAFETY: cudaNoSuchFunction never resolves, so the stub calls nothing.
+                    let status = unsafe { RT13_MADE_UP.function()() };
+                    let unresolved = runtime_result("cudaNoSuchFunction", 13, status);
+                    stubs
+                        .lock()
+                        .unwrap()
+                        .push((code, version, status, unresolved));
                     (
                         RT13_VERSION.address().map(|p| p as usize),
                         RT13_MADE_UP.address().map(|p| p as usize),
@@ -964,6 +1032,24 @@ fn runtime_loading() -> Outcome {
     check_eq!(version / 1000, 13);
     check_eq!(runtime_version(13).unwrap(), version);
     println!("runtime: CUDA {}", dotted(version));
+    let stubs = stubs.into_inner().unwrap();
+    check_eq!(stubs.len(), 8);
+    for (code, got, status, unresolved) in stubs {
+        check_eq!(
+            (code, u32::try_from(got).unwrap()),
+            (0, version),
+            "through the stub"
+        );
+        check_eq!(status, UNRESOLVED);
+        check!(
+            unresolved.is_err_and(|e| e == made_up.unwrap_err()),
+            "{unresolved:?}"
+        );
+    }
+    check_eq!(
+        RT13_GET_VERSION.resolved().map(|f| f as usize),
+        Some(version_fn as usize)
+    );
 
     let loaded = (!system).then(|| user_lib.display().to_string());
     match made_up {

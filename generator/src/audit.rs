@@ -5,8 +5,8 @@
 //! written or compared) and a test over the committed files. It works on syntax trees, so it
 //! checks what is really emitted, and it allows a shape rather than forbidding known tricks: the
 //! body of a host-function wrapper is one expression in which
-//! - the only calls are the one forward, `entry::<wrapper>.get()?(<every parameter, in order>)`,
-//!   and the result mapper (`driver_result` / `runtime_result`) around it;
+//! - the only calls are the one forward, `entry::<wrapper>.function()(<every parameter, in
+//!   order>)`, and the result mapper (`driver_result` / `runtime_result`) around it;
 //! - nothing binds a name (no `let`, no shadowing, no closure, no `match` or `if let` arm), no
 //!   item or macro is declared, nothing is assigned;
 //! - each parameter appears exactly once, as a plain argument of the forward.
@@ -14,6 +14,12 @@
 //! Which wrappers are audited comes from the types themselves
 //! ([`crate::model::host_function_types`]): any parameter whose type is or holds a function
 //! pointer, the same rule the writer uses to attach the lifetime notes.
+//!
+//! An entry point's first call goes through a stub that resolves the function and forwards the
+//! arguments to it (the loader's `first` module); the stub resolves the entry point its static
+//! names, so [`entry_point_violations`] checks that every static in the `entry` module names
+//! itself (`DriverFn::new(.., || &X)` in `static X`): a stub that named another would call that
+//! function with this one's arguments.
 
 use std::collections::HashMap;
 
@@ -126,12 +132,9 @@ impl Body<'_> {
         }
     }
 
-    /// Whether `callee` is `entry::<wrapper>.get()?`, the wrapper's own entry point.
+    /// Whether `callee` is `entry::<wrapper>.function()`, the wrapper's own entry point.
     fn is_own_entry_point(&self, callee: &syn::Expr) -> bool {
-        let syn::Expr::Try(t) = callee else {
-            return false;
-        };
-        let syn::Expr::MethodCall(m) = &*t.expr else {
+        let syn::Expr::MethodCall(m) = callee else {
             return false;
         };
         let syn::Expr::Path(p) = &*m.receiver else {
@@ -143,7 +146,80 @@ impl Body<'_> {
             .iter()
             .map(|s| s.ident.to_string())
             .collect();
-        m.method == "get" && m.args.is_empty() && path == ["entry", self.wrapper]
+        m.method == "function" && m.args.is_empty() && path == ["entry", self.wrapper]
+    }
+}
+
+/// Checks that every entry point in `file`'s `entry` module names itself to its first-call
+/// stub: the initializer of `static X` ends with the closure `|| &X`.
+pub fn entry_point_violations(file: &syn::File) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for item in &file.items {
+        let syn::Item::Mod(m) = item else { continue };
+        if m.ident != "entry" {
+            continue;
+        }
+        for item in m.content.iter().flat_map(|(_, items)| items) {
+            let syn::Item::Static(s) = item else { continue };
+            let Some(call) = constructor(&s.expr) else {
+                continue;
+            };
+            let names = call.args.last().and_then(named_static);
+            if names.as_ref() != Some(&s.ident) {
+                out.push(Violation {
+                    function: s.ident.to_string(),
+                    problem: format!(
+                        "its entry point's first-call stub resolves `{}`, not `{}` (the last \
+                         argument of `{}` must be `|| &{}`)",
+                        names.map_or_else(|| "?".to_owned(), |n| n.to_string()),
+                        s.ident,
+                        spelled(&call.func),
+                        s.ident
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The `DriverFn::new(..)` / `RuntimeFn::new(..)` call of an entry point's initializer
+/// (`unsafe { .. }` around it or not).
+fn constructor(e: &syn::Expr) -> Option<&syn::ExprCall> {
+    match e {
+        syn::Expr::Unsafe(u) => match u.block.stmts.as_slice() {
+            [syn::Stmt::Expr(e, None)] => constructor(e),
+            _ => None,
+        },
+        syn::Expr::Call(c) => match &*c.func {
+            syn::Expr::Path(p)
+                if p.path.segments.len() == 2
+                    && ["DriverFn", "RuntimeFn"]
+                        .iter()
+                        .any(|t| p.path.segments[0].ident == t)
+                    && p.path.segments[1].ident == "new" =>
+            {
+                Some(c)
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `X` of the closure `|| &X`.
+fn named_static(e: &syn::Expr) -> Option<syn::Ident> {
+    let syn::Expr::Closure(c) = e else {
+        return None;
+    };
+    let syn::Expr::Reference(r) = &*c.body else {
+        return None;
+    };
+    match &*r.expr {
+        syn::Expr::Path(p) if c.inputs.is_empty() && r.mutability.is_none() => {
+            p.path.get_ident().cloned()
+        }
+        _ => None,
     }
 }
 
@@ -165,7 +241,7 @@ impl<'ast> Visit<'ast> for Body<'_> {
             self.forwards += 1;
             if !self.is_own_entry_point(&call.func) {
                 self.problems.push(format!(
-                    "forwards to `{}`, not to its own entry point `entry::{}.get()?`",
+                    "forwards to `{}`, not to its own entry point `entry::{}.function()`",
                     spelled(&call.func),
                     self.wrapper
                 ));
@@ -280,7 +356,7 @@ mod tests {
     fn the_templates_forwarding_wrapper_passes() {
         let v = check(
             r#"pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) -> Result<(), Error> {
-                driver_result("cuLaunchHostFunc", unsafe { entry::cuLaunchHostFunc.get()?(hStream, fn_, userData) }.0)
+                driver_result("cuLaunchHostFunc", unsafe { entry::cuLaunchHostFunc.function()(hStream, fn_, userData) }.0)
             }"#,
         );
         assert_eq!(v, []);
@@ -291,7 +367,7 @@ mod tests {
         assert_caught(
             r#"pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) -> Result<(), Error> {
                 let record = Box::into_raw(Box::new((fn_, userData)));
-                driver_result("cuLaunchHostFunc", unsafe { entry::cuLaunchHostFunc.get()?(hStream, Some(trampoline), record.cast()) }.0)
+                driver_result("cuLaunchHostFunc", unsafe { entry::cuLaunchHostFunc.function()(hStream, Some(trampoline), record.cast()) }.0)
             }"#,
             "exactly one call",
         );
@@ -303,7 +379,7 @@ mod tests {
         assert_caught(
             r#"pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) -> Result<(), Error> {
                 let fn_: CUhostFn = Some(trampoline);
-                driver_result("cuLaunchHostFunc", unsafe { entry::cuLaunchHostFunc.get()?(hStream, fn_, userData) }.0)
+                driver_result("cuLaunchHostFunc", unsafe { entry::cuLaunchHostFunc.function()(hStream, fn_, userData) }.0)
             }"#,
             "binds `fn_ : CUhostFn` with `let`",
         );
@@ -312,9 +388,9 @@ mod tests {
     #[test]
     fn shadowing_without_let_is_caught() {
         for body in [
-            "match Some(trampoline) { fn_ => entry::cuLaunchHostFunc.get()?(hStream, fn_, userData) }",
-            "if let fn_ = Some(trampoline) { entry::cuLaunchHostFunc.get()?(hStream, fn_, userData) } else { 0 }",
-            "(|fn_: CUhostFn| entry::cuLaunchHostFunc.get()?(hStream, fn_, userData))(Some(trampoline))",
+            "match Some(trampoline) { fn_ => entry::cuLaunchHostFunc.function()(hStream, fn_, userData) }",
+            "if let fn_ = Some(trampoline) { entry::cuLaunchHostFunc.function()(hStream, fn_, userData) } else { 0 }",
+            "(|fn_: CUhostFn| entry::cuLaunchHostFunc.function()(hStream, fn_, userData))(Some(trampoline))",
         ] {
             assert_caught(
                 &format!(
@@ -328,11 +404,11 @@ mod tests {
     #[test]
     fn a_forward_to_anything_but_the_own_entry_point_is_caught() {
         assert_caught(
-            "pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) { entry::cuStreamAddCallback.get()?(hStream, fn_, userData) }",
+            "pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) { entry::cuStreamAddCallback.function()(hStream, fn_, userData) }",
             "not to its own entry point",
         );
         assert_caught(
-            "pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) { wrap(entry::cuLaunchHostFunc.get()?)(hStream, fn_, userData) }",
+            "pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) { wrap(entry::cuLaunchHostFunc.function())(hStream, fn_, userData) }",
             "not to its own entry point",
         );
     }
@@ -341,7 +417,7 @@ mod tests {
     fn other_calls_assignments_items_and_macros_are_caught() {
         let wrapper = |body: &str| {
             format!(
-                "pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) {{ {body}; entry::cuLaunchHostFunc.get()?(hStream, fn_, userData) }}"
+                "pub unsafe fn cuLaunchHostFunc(hStream: CUstream, fn_: CUhostFn, userData: *mut c_void) {{ {body}; entry::cuLaunchHostFunc.function()(hStream, fn_, userData) }}"
             )
         };
         assert_caught(&wrapper("register()"), "calls `register`");
@@ -357,19 +433,40 @@ mod tests {
     #[test]
     fn swapped_or_duplicated_arguments_are_caught() {
         assert_caught(
-            "pub unsafe fn cuStreamAddCallback(s: CUstream, cb: CUstreamCallback, d: *mut c_void, fl: u32) { entry::cuStreamAddCallback.get()?(s, cb, fl, d) }",
+            "pub unsafe fn cuStreamAddCallback(s: CUstream, cb: CUstreamCallback, d: *mut c_void, fl: u32) { entry::cuStreamAddCallback.function()(s, cb, fl, d) }",
             "exactly one call",
         );
         assert_caught(
-            "pub unsafe fn cuLaunchHostFunc(s: CUstream, fn_: CUhostFn, d: *mut c_void) { println!(\"{:?}\", d); entry::cuLaunchHostFunc.get()?(s, fn_, d) }",
+            "pub unsafe fn cuLaunchHostFunc(s: CUstream, fn_: CUhostFn, d: *mut c_void) { println!(\"{:?}\", d); entry::cuLaunchHostFunc.function()(s, fn_, d) }",
             "`d` is used 2 times",
         );
     }
 
     #[test]
+    fn an_entry_point_must_name_itself_to_its_stub() {
+        let file = |init: &str| {
+            syn::parse_file(&format!(
+                "pub mod entry {{ pub static cuInit: DriverFn<unsafe extern \"C\" fn(u32) -> CUresult> = {init}; }}"
+            ))
+            .unwrap()
+        };
+        let own = file(r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, None, || &cuInit) }"#);
+        assert_eq!(entry_point_violations(&own), []);
+        for wrong in [
+            r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, None, || &cuLaunchHostFunc) }"#,
+            r#"unsafe { RuntimeFn::new(c"cuInit", 13, None, 2000, || &super::cuInit) }"#,
+            r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, None, |_| &cuInit) }"#,
+        ] {
+            let v = entry_point_violations(&file(wrong));
+            assert_eq!(v.len(), 1, "{wrong}: {v:?}");
+            assert!(v[0].problem.contains("first-call stub"), "{v:?}");
+        }
+    }
+
+    #[test]
     fn host_functions_inside_params_structs_are_found_from_the_definitions() {
         let file = syn::parse_file(&format!(
-            "{TYPES}\npub unsafe fn cuGraphAddHostNode(n: *mut u8, p: *const CUDA_HOST_NODE_PARAMS_v2) {{ keep(p); entry::cuGraphAddHostNode.get()?(n, p) }}\npub unsafe fn cuInit(flags: u32) {{ g() }}"
+            "{TYPES}\npub unsafe fn cuGraphAddHostNode(n: *mut u8, p: *const CUDA_HOST_NODE_PARAMS_v2) {{ keep(p); entry::cuGraphAddHostNode.function()(n, p) }}\npub unsafe fn cuInit(flags: u32) {{ g() }}"
         ))
         .unwrap();
         let audited: Vec<String> = host_function_wrappers(&file)

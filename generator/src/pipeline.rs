@@ -491,7 +491,8 @@ fn write_audited(
     templates: &ParsedTemplates,
 ) -> Result<syn::File, GenerateError> {
     let file = writer::write_api(model, api, templates);
-    let violations = audit::forwarding_violations(&file);
+    let mut violations = audit::forwarding_violations(&file);
+    violations.extend(audit::entry_point_violations(&file));
     if violations.is_empty() {
         return Ok(file);
     }

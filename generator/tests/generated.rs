@@ -35,6 +35,8 @@ fn every_committed_host_function_wrapper_forwards_its_arguments_unchanged() {
             let (path, file) = committed(ctk, api);
             let violations = audit::forwarding_violations(&file);
             assert!(violations.is_empty(), "{}: {violations:?}", path.display());
+            let violations = audit::entry_point_violations(&file);
+            assert!(violations.is_empty(), "{}: {violations:?}", path.display());
             audited.extend(
                 audit::host_function_wrappers(&file)
                     .iter()
@@ -409,6 +411,77 @@ fn the_headers_deprecations_reach_the_committed_wrappers() {
                 "CTK {ctk} {api}: the oracle found nothing"
             );
             eprintln!("CTK {ctk} {api}: {} deprecated", expected.len());
+        }
+    }
+}
+
+/// The status a first-call stub returns when it cannot resolve its function
+/// (`cuda_hostcb::load::UNRESOLVED`), read from the loader's source.
+fn unresolved_status() -> u64 {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let path = root.join("generated/src/load/first.rs");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file = syn::parse_file(&text).expect("the loader parses");
+    file.items
+        .iter()
+        .find_map(|item| match item {
+            syn::Item::Const(c) if c.ident == "UNRESOLVED" => match &*c.expr {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Int(i),
+                    ..
+                }) => Some(i.base10_parse::<u64>().expect("an integer")),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("first.rs defines `const UNRESOLVED: u32 = <literal>`")
+}
+
+#[test]
+fn unresolved_is_no_cuda_status() {
+    // A first-call stub that cannot resolve its function returns UNRESOLVED, and the result
+    // mappers turn it into the error the stub left: no CUresult or cudaError_t may have it.
+    let unresolved = unresolved_status();
+    for ctk in config().targets {
+        for (api, status) in [("driver", "cudaError_enum"), ("runtime", "cudaError")] {
+            let (path, file) = committed(ctk, api);
+            let mut values = Vec::new();
+            for item in &file.items {
+                let syn::Item::Impl(i) = item else { continue };
+                let syn::Type::Path(t) = &*i.self_ty else {
+                    continue;
+                };
+                if !t.path.is_ident(status) {
+                    continue;
+                }
+                for item in &i.items {
+                    let syn::ImplItem::Const(c) = item else {
+                        continue;
+                    };
+                    let syn::Expr::Call(call) = &c.expr else {
+                        continue;
+                    };
+                    if let Some(syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Int(v),
+                        ..
+                    })) = call.args.first()
+                    {
+                        values.push((c.ident.to_string(), v.base10_parse::<u64>().unwrap()));
+                    }
+                }
+            }
+            assert!(
+                values.len() > 90,
+                "{}: found only {} values of {status}",
+                path.display(),
+                values.len()
+            );
+            let clash: Vec<_> = values.iter().filter(|(_, v)| *v == unresolved).collect();
+            assert!(
+                clash.is_empty(),
+                "{}: {clash:?} is UNRESOLVED",
+                path.display()
+            );
         }
     }
 }

@@ -48,6 +48,8 @@ unsafe extern "C" {
     fn hostcb_one_c_launch() -> i32;
     fn hostcb_one_c_rt12_launch() -> i32;
     fn hostcb_one_c_rt13_launch() -> i32;
+    fn hostcb_one_c_launch_checked() -> i32;
+    fn hostcb_one_c_rt13_launch_checked() -> i32;
     fn hostcb_one_c_boxed_launch() -> i32;
     fn hostcb_one_c_graph_launch() -> i32;
     fn hostcb_one_c_captured() -> i32;
@@ -148,6 +150,30 @@ pub const PATHS: &[Path] = &[
         Kind::Launch,
     ),
     path(
+        "c_launch_checked",
+        "C: the same call, status checked (0 on success, 1 on failure)",
+        hostcb_one_c_launch_checked,
+        Kind::Launch,
+    ),
+    path(
+        "rust_ptr_launch_checked",
+        "Rust: the same pointer, `?` on the code in a fn returning Result",
+        hostcb_one_rust_ptr_launch_checked,
+        Kind::Launch,
+    ),
+    path(
+        "cudarc_launch_checked",
+        "cudarc: sys::cuLaunchHostFunc(..).result()?",
+        hostcb_one_cudarc_launch_checked,
+        Kind::Launch,
+    ),
+    path(
+        "ours_driver_launch_checked",
+        "ours: driver::cuLaunchHostFunc(..)?",
+        hostcb_one_ours_driver_launch_checked,
+        Kind::Launch,
+    ),
+    path(
         "c_rt13_launch",
         "C: cudaLaunchHostFunc (13) through the dlsym pointer",
         hostcb_one_c_rt13_launch,
@@ -169,6 +195,30 @@ pub const PATHS: &[Path] = &[
         "ours_rt13_launch",
         "ours: runtime::cudaLaunchHostFunc(..) (newest 13.x target)",
         hostcb_one_ours_rt13_launch,
+        Kind::RtLaunch(13),
+    ),
+    path(
+        "c_rt13_launch_checked",
+        "C: the same call, status checked (0 on success, 1 on failure)",
+        hostcb_one_c_rt13_launch_checked,
+        Kind::RtLaunch(13),
+    ),
+    path(
+        "rust_ptr_rt13_launch_checked",
+        "Rust: the same pointer, `?` on the code in a fn returning Result",
+        hostcb_one_rust_ptr_rt13_launch_checked,
+        Kind::RtLaunch(13),
+    ),
+    path(
+        "cudarc_rt13_launch_checked",
+        "cudarc: runtime sys::cudaLaunchHostFunc(..).result()?",
+        hostcb_one_cudarc_rt13_launch_checked,
+        Kind::RtLaunch(13),
+    ),
+    path(
+        "ours_rt13_launch_checked",
+        "ours: runtime::cudaLaunchHostFunc(..)?",
+        hostcb_one_ours_rt13_launch_checked,
         Kind::RtLaunch(13),
     ),
     path(
@@ -639,6 +689,93 @@ extern "C" fn hostcb_one_rust_ptr_rt13_launch() -> i32 {
     let f: LaunchFn = unsafe { std::mem::transmute::<*mut c_void, LaunchFn>(f) };
     // SAFETY: the legacy stream and a valid host function. The code is the result, as in C.
     unsafe { f(ptr::null_mut(), Some(cref_cb), ptr::null_mut()) }
+}
+
+// The `_checked` paths: the call as a step of a caller's function that returns a `Result` and
+// goes on only on success (`?`), which is how a program uses a call's status. The measured
+// function returns 0 when that step succeeded, 1 when it failed (whatever the error), so the
+// status must be tested where the call is made, on every path alike.
+
+/// 0 if `step` succeeded, 1 if it failed.
+#[inline(always)]
+fn failed<E>(step: impl FnOnce() -> Result<(), E>) -> i32 {
+    i32::from(step().is_err())
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+extern "C" fn hostcb_one_rust_ptr_launch_checked() -> i32 {
+    failed(|| {
+        let f = RAW_LAUNCH.load(Relaxed);
+        // SAFETY: the address cuGetProcAddress gave for cuLaunchHostFunc at 10000, of this type.
+        let f: LaunchFn = unsafe { std::mem::transmute::<*mut c_void, LaunchFn>(f) };
+        let stream = STREAM.load(Relaxed);
+        // SAFETY: a valid stream and host function.
+        match unsafe { f(stream, Some(cref_cb), ptr::null_mut()) } {
+            0 => Ok(()),
+            code => Err(code),
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+extern "C" fn hostcb_one_rust_ptr_rt13_launch_checked() -> i32 {
+    failed(|| {
+        let f = RAW_RT13_LAUNCH.load(Relaxed);
+        // SAFETY: the address of the runtime's cudaLaunchHostFunc, of this type.
+        let f: LaunchFn = unsafe { std::mem::transmute::<*mut c_void, LaunchFn>(f) };
+        // SAFETY: the legacy stream and a valid host function.
+        match unsafe { f(ptr::null_mut(), Some(cref_cb), ptr::null_mut()) } {
+            0 => Ok(()),
+            code => Err(code),
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+extern "C" fn hostcb_one_cudarc_launch_checked() -> i32 {
+    use cudarc::driver::sys;
+    failed(|| {
+        let stream: sys::CUstream = STREAM.load(Relaxed).cast();
+        // SAFETY: a valid stream and host function.
+        unsafe { sys::cuLaunchHostFunc(stream, Some(cref_cb), ptr::null_mut()) }.result()?;
+        Ok::<(), cudarc::driver::DriverError>(())
+    })
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+extern "C" fn hostcb_one_cudarc_rt13_launch_checked() -> i32 {
+    use cudarc::runtime::sys;
+    failed(|| {
+        // SAFETY: the legacy stream and a valid host function.
+        unsafe { sys::cudaLaunchHostFunc(ptr::null_mut(), Some(cref_cb), ptr::null_mut()) }
+            .result()?;
+        Ok::<(), cudarc::runtime::result::RuntimeError>(())
+    })
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+extern "C" fn hostcb_one_ours_driver_launch_checked() -> i32 {
+    failed(|| {
+        let stream = STREAM.load(Relaxed).cast();
+        // SAFETY: a valid stream and host function.
+        unsafe { cu::cuLaunchHostFunc(stream, Some(cref_cb), ptr::null_mut())? };
+        Ok::<(), cuda_hostcb::Error>(())
+    })
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+extern "C" fn hostcb_one_ours_rt13_launch_checked() -> i32 {
+    failed(|| {
+        // SAFETY: the legacy stream and a valid host function.
+        unsafe { rt13::cudaLaunchHostFunc(ptr::null_mut(), Some(cref_cb), ptr::null_mut())? };
+        Ok::<(), cuda_hostcb::Error>(())
+    })
 }
 
 /// The code of an error of ours (`-1` for one without a code).

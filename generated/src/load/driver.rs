@@ -219,8 +219,29 @@ pub(super) fn error_description(code: u32) -> Cow<'static, str> {
 
 /// Maps a driver call's `CUresult` to `Ok(())` or [`Error::Cuda`] naming `function`. The error
 /// is three stores; the code's name and description are looked up when it is displayed.
+/// [`UNRESOLVED`](super::UNRESOLVED), from a first call that could not resolve its function,
+/// becomes the error that call left ([`Error::Unavailable`], [`Error::LibraryNotFound`], ..).
 #[inline(always)]
 pub fn driver_result(function: &'static str, code: u32) -> Result<(), Error> {
+    if code == CUDA_SUCCESS {
+        Ok(())
+    } else if code == super::UNRESOLVED {
+        Err(*super::first::unresolved_error(Api::Driver, function, code))
+    } else {
+        Err(Error::Cuda {
+            api: Api::Driver,
+            function,
+            code,
+        })
+    }
+}
+
+/// [`driver_result`] for the status of a function called through an address from
+/// [`DriverFn::resolved`](super::DriverFn::resolved) or [`DriverFn::get`](super::DriverFn::get),
+/// never through a first-call stub: every status is the driver's, [`UNRESOLVED`](super::UNRESOLVED)
+/// included, and a caller that only wants the code gets it without a test.
+#[inline(always)]
+pub fn resolved_driver_result(function: &'static str, code: u32) -> Result<(), Error> {
     if code == CUDA_SUCCESS {
         Ok(())
     } else {

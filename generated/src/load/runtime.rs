@@ -152,11 +152,18 @@ pub(super) fn error_description(major: u32, code: u32) -> Cow<'static, str> {
 /// Maps a call's `cudaError_t` in the runtime of major version `major` to `Ok(())` or
 /// [`Error::Cuda`] naming `function`. The error is three stores; the code's name and
 /// description are looked up in that runtime (`cudaGetErrorName`, `cudaGetErrorString`) when
-/// it is displayed.
+/// it is displayed. [`UNRESOLVED`](super::UNRESOLVED), from a first call that could not
+/// resolve its function, becomes the error that call left ([`Error::Unavailable`], ..).
 #[inline(always)]
 pub fn runtime_result(function: &'static str, major: u32, code: u32) -> Result<(), Error> {
     if code == CUDA_SUCCESS {
         Ok(())
+    } else if code == super::UNRESOLVED {
+        Err(*super::first::unresolved_error(
+            Api::Runtime { major },
+            function,
+            code,
+        ))
     } else {
         Err(Error::Cuda {
             api: Api::Runtime { major },

@@ -361,7 +361,7 @@ impl GraphExec {
         // SAFETY: both handles are valid while borrowed; the gate's function is cuGraphLaunch or
         // `graph_launch_closed`, of its type.
         let code = unsafe { GRAPH_LAUNCH.get()(self.raw, stream.as_raw()) };
-        Ok(cuda_hostcb::load::driver_result("cuGraphLaunch", code.0)?)
+        Ok(cuda_hostcb::load::resolved_driver_result("cuGraphLaunch", code.0)?)
     }
 
     /// Updates the executable from `graph`, of the same topology (`cuGraphExecUpdate`). The

@@ -1,0 +1,186 @@
+//! The first call through an entry point.
+//!
+//! An entry point ([`DriverFn`](super::DriverFn), [`RuntimeFn`](super::RuntimeFn)) holds the
+//! address its wrapper calls. Until the function is resolved, that address is a *first-call
+//! stub* of the function's own C type, made for that entry point (as a dynamic linker's lazy
+//! PLT entry is): the stub resolves the entry point, which stores the library's address, so
+//! later calls go straight to CUDA, and then calls the function with the arguments it was
+//! given, unchanged, returning what CUDA returns. So a wrapper is one load and one call, as a C
+//! caller's call through a `cuGetProcAddress` pointer: no test, no branch, no stack frame.
+//!
+//! When the function cannot be resolved (no library, or the installed CUDA lacks it), the stub
+//! returns [`UNRESOLVED`], a status no CUDA version defines, and leaves the typed error with
+//! the calling thread. The result mappers ([`driver_result`](super::driver_result),
+//! [`runtime_result`](super::runtime_result)) turn that status back into the error on their
+//! error path, which a caller that checks the status takes anyway.
+
+use std::cell::Cell;
+use std::ffi::c_void;
+
+use crate::error::{Api, Error};
+
+/// The status a first-call stub returns when its function cannot be resolved; the thread's
+/// [`take_unresolved`] then gives the error. No CUDA version defines it: `CUresult` and
+/// `cudaError_t` values are below 10,000 (the test `unresolved_is_no_cuda_status` checks
+/// every target's enumerators).
+pub const UNRESOLVED: u32 = 0x7e57_0001;
+
+thread_local! {
+    /// The error of this thread's last first call that could not resolve its function.
+    static LEFT: Cell<Option<&'static Error>> = const { Cell::new(None) };
+}
+
+/// The error of this thread's last call that returned [`UNRESOLVED`], once.
+pub fn take_unresolved() -> Option<&'static Error> {
+    LEFT.take()
+}
+
+/// What a result mapper makes of [`UNRESOLVED`]: the error the stub left, or, if none was left
+/// (a library returned that value itself), the code as a failed call of `function`. A
+/// reference, so that the mapper's caller knows the call failed without looking at the error.
+#[cold]
+#[inline(never)]
+pub(super) fn unresolved_error(api: Api, function: &'static str, code: u32) -> &'static Error {
+    take_unresolved().unwrap_or_else(|| {
+        crate::error::intern(Error::Cuda {
+            api,
+            function,
+            code,
+        })
+    })
+}
+
+/// An entry point that a first-call stub can resolve.
+pub trait Resolve: Sync + sealed::Sealed {
+    /// Resolves the entry point (storing the address for later calls) and returns the
+    /// address, or why it cannot be had.
+    #[doc(hidden)]
+    fn resolve_first(&'static self) -> Result<*const c_void, &'static Error>;
+}
+
+pub(super) mod sealed {
+    /// Only the loader's entry points resolve.
+    pub trait Sealed {}
+}
+
+/// A C function-pointer type that has first-call stubs: `unsafe extern "C" fn(A0, .., An) ->
+/// R` for up to 20 parameters whose return type `R` is a 32-bit status (`CUresult`,
+/// `cudaError_t`).
+///
+/// `S` names the entry point the stub resolves: a closure without captures that returns it
+/// (`|| &cuLaunchHostFunc`), so that each entry point has its own stub.
+///
+/// # Safety
+///
+/// An implementation's `STUB` must be a function of type `Self` that resolves the entry point
+/// `S` returns and calls it with its arguments, or returns [`UNRESOLVED`].
+pub unsafe trait FirstCall<S, T>: Copy {
+    /// The stub, as an address.
+    const STUB: *const c_void;
+}
+
+/// The entry point named by `S`, a closure type without captures.
+#[inline(always)]
+fn entry_point<S, T>() -> &'static T
+where
+    S: Fn() -> &'static T + Copy,
+{
+    const {
+        assert!(
+            size_of::<S>() == 0,
+            "an entry point is named by a closure without captures"
+        )
+    };
+    // SAFETY: `S` is a zero-sized closure type (checked above), so it has no bytes to
+    // initialise; `DriverFn::new`/`RuntimeFn::new` take a value of it (their callers made one),
+    // and a closure that captures nothing has no invariant a conjured value could break.
+    let named: S = unsafe { std::mem::zeroed() };
+    named()
+}
+
+/// `UNRESOLVED` as the status type `R`, with `error` left for the thread.
+fn unresolved<R: Copy>(error: &'static Error) -> R {
+    const {
+        assert!(
+            size_of::<R>() == 4 && align_of::<R>() == 4,
+            "a first-call stub returns a 32-bit status"
+        )
+    };
+    LEFT.set(Some(error));
+    // SAFETY: `R` is a 32-bit status (checked above: `CUresult` and `cudaError_t` are
+    // `#[repr(transparent)]` wrappers of `c_uint`, for which every value is valid).
+    unsafe { std::mem::transmute_copy::<u32, R>(&UNRESOLVED) }
+}
+
+/// Defines a first-call stub and its [`FirstCall`] implementation for each arity.
+macro_rules! first_calls {
+    ($($stub:ident($($arg:ident: $A:ident),*);)*) => {$(
+        /// A first-call stub: resolves the entry point `S` names and calls it with the
+        /// arguments unchanged, or returns [`UNRESOLVED`].
+        #[allow(improper_ctypes_definitions, clippy::too_many_arguments)]
+        unsafe extern "C" fn $stub<S, T, R, $($A),*>($($arg: $A),*) -> R
+        where
+            S: Fn() -> &'static T + Copy,
+            T: Resolve + 'static,
+            R: Copy,
+        {
+            match entry_point::<S, T>().resolve_first() {
+                // SAFETY: `FirstCall`'s implementation below is this function's type, which
+                // `DriverFn::new`/`RuntimeFn::new` make the entry point's C type; the address
+                // is the library's function of that type. The caller upholds its contract.
+                Ok(address) => unsafe {
+                    super::as_fn::<unsafe extern "C" fn($($A),*) -> R>(address)($($arg),*)
+                },
+                Err(error) => unresolved(error),
+            }
+        }
+
+        // SAFETY: the stub resolves `S`'s entry point and forwards to it, or returns
+        // `UNRESOLVED`.
+        unsafe impl<S, T, R, $($A),*> FirstCall<S, T> for unsafe extern "C" fn($($A),*) -> R
+        where
+            S: Fn() -> &'static T + Copy,
+            T: Resolve + 'static,
+            R: Copy,
+        {
+            const STUB: *const c_void =
+                $stub::<S, T, R, $($A),*> as unsafe extern "C" fn($($A),*) -> R as *const c_void;
+        }
+    )*};
+}
+
+first_calls! {
+    first0();
+    first1(a0: A0);
+    first2(a0: A0, a1: A1);
+    first3(a0: A0, a1: A1, a2: A2);
+    first4(a0: A0, a1: A1, a2: A2, a3: A3);
+    first5(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4);
+    first6(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5);
+    first7(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6);
+    first8(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7);
+    first9(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8);
+    first10(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9);
+    first11(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9,
+        a10: A10);
+    first12(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9,
+        a10: A10, a11: A11);
+    first13(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9,
+        a10: A10, a11: A11, a12: A12);
+    first14(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9,
+        a10: A10, a11: A11, a12: A12, a13: A13);
+    first15(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9,
+        a10: A10, a11: A11, a12: A12, a13: A13, a14: A14);
+    first16(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9,
+        a10: A10, a11: A11, a12: A12, a13: A13, a14: A14, a15: A15);
+    first17(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9,
+        a10: A10, a11: A11, a12: A12, a13: A13, a14: A14, a15: A15, a16: A16);
+    first18(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9,
+        a10: A10, a11: A11, a12: A12, a13: A13, a14: A14, a15: A15, a16: A16, a17: A17);
+    first19(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9,
+        a10: A10, a11: A11, a12: A12, a13: A13, a14: A14, a15: A15, a16: A16, a17: A17,
+        a18: A18);
+    first20(a0: A0, a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, a7: A7, a8: A8, a9: A9,
+        a10: A10, a11: A11, a12: A12, a13: A13, a14: A14, a15: A15, a16: A16, a17: A17,
+        a18: A18, a19: A19);
+}
