@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use crate::Error;
 use crate::panic::{PanicStage, report};
 use crate::reaper;
+use crate::record;
 use crate::sticky::Book;
 
 /// The function type CUDA calls for a host function or a user-object destructor.
@@ -266,12 +267,13 @@ impl OneShot {
         OneShot::boxed(cell, discard_cell::<F>)
     }
 
-    /// `cell` boxed, owned until handed over; `discard` drops a box of it never handed over.
+    /// `cell` on the heap ([`record`]), owned until handed over; `discard` drops a record of
+    /// it never handed over.
     #[inline]
     fn boxed<T>(cell: T, discard: unsafe fn(*mut c_void)) -> OneShot {
         OneShot {
             discard,
-            data: Box::into_raw(Box::new(cell)).cast(),
+            data: record::new(cell).cast(),
         }
     }
 
@@ -297,17 +299,20 @@ impl Drop for OneShot {
 
 /// Drops a cell that was never handed to CUDA (its book reference included).
 unsafe fn discard_cell<F>(data: *mut c_void) {
-    // SAFETY: the caller passes the pointer of a `Box<StreamCell<F>>` it still owns.
-    let mut cell = unsafe { Box::from_raw(data.cast::<StreamCell<F>>()) };
-    // SAFETY: the book reference was not taken.
-    unsafe { ManuallyDrop::drop(&mut cell.book) };
+    let cell = data.cast::<StreamCell<F>>();
+    // SAFETY: the caller passes a record of a `StreamCell<F>` it still owns; the book reference
+    // was not taken.
+    unsafe {
+        ManuallyDrop::drop(&mut (*cell).book);
+        record::free_record(cell);
+    }
 }
 
 /// Drops a cell whose book reference the callback has taken (on the reaper thread).
 unsafe fn drop_cell<F>(data: *mut c_void) {
     // SAFETY: the reaper passes the cell `stream_call` handed over; `book` is a `ManuallyDrop`
     // already released, so only the closure is dropped.
-    drop(unsafe { Box::from_raw(data.cast::<StreamCell<F>>()) });
+    unsafe { record::free_record(data.cast::<StreamCell<F>>()) };
 }
 
 /// The body of a `cuStreamAddCallback` callback for a [`OneShot`] of `F` (each target module
@@ -391,16 +396,19 @@ impl Guarded {
 
 /// Drops a guarded cell that was never handed to CUDA (its book reference included).
 unsafe fn discard_guarded<F>(data: *mut c_void) {
-    // SAFETY: the caller passes the pointer of a `Box<GuardedCell<F>>` it still owns.
-    let mut cell = unsafe { Box::from_raw(data.cast::<GuardedCell<F>>()) };
-    // SAFETY: the book reference was not taken.
-    unsafe { ManuallyDrop::drop(&mut cell.book) };
+    let cell = data.cast::<GuardedCell<F>>();
+    // SAFETY: the caller passes a record of a `GuardedCell<F>` it still owns; the book
+    // reference was not taken.
+    unsafe {
+        ManuallyDrop::drop(&mut (*cell).book);
+        record::free_record(cell);
+    }
 }
 
 /// Drops a guarded cell whose book reference the guard has taken (on the reaper thread).
 unsafe fn drop_guarded<F>(data: *mut c_void) {
     // SAFETY: the reaper passes the cell the guard handed over; `book` is already released.
-    drop(unsafe { Box::from_raw(data.cast::<GuardedCell<F>>()) });
+    unsafe { record::free_record(data.cast::<GuardedCell<F>>()) };
 }
 
 /// The `cuLaunchHostFunc_v2` host function of a [`Guarded`] closure: calls it by reference and
@@ -522,7 +530,7 @@ pub(crate) unsafe extern "C" fn drop_shared<F: Send + 'static>(data: *mut c_void
 /// CUDA call; nothing of the closure runs).
 ///
 /// # Safety
-/// As [`reaper::drop_later`]: `drop(data)` drops the `T` behind `data` and frees its box, once.
+/// As [`reaper::drop_later`]: `drop(data)` drops the `T` behind `data` and frees its memory, once.
 #[inline(always)]
 unsafe fn release<T: Send + 'static>(data: *mut c_void, drop: reaper::DropFn) {
     if std::mem::needs_drop::<T>() {

@@ -134,6 +134,7 @@ mod capture;
 mod error;
 mod panic;
 mod reaper;
+mod record;
 mod sticky;
 mod sync_mode;
 
