@@ -106,10 +106,26 @@ fn unresolved<R: Copy>(error: &'static Error) -> R {
             "a first-call stub returns a 32-bit status"
         )
     };
-    LEFT.set(Some(error));
+    let status = leave(error);
     // SAFETY: `R` is a 32-bit status (checked above: `CUresult` and `cudaError_t` are
     // `#[repr(transparent)]` wrappers of `c_uint`, for which every value is valid).
-    unsafe { std::mem::transmute_copy::<u32, R>(&UNRESOLVED) }
+    unsafe { std::mem::transmute_copy::<u32, R>(&status) }
+}
+
+/// Leaves `error` for the thread; [`UNRESOLVED`]. Out of line and not generic, as is
+/// [`resolve`], so that each entry point's stub is only its call and its forward (hundreds of
+/// stubs per target: their size is build time).
+#[cold]
+#[inline(never)]
+fn leave(error: &'static Error) -> u32 {
+    LEFT.set(Some(error));
+    UNRESOLVED
+}
+
+/// Resolves `entry` (see [`Resolve`]).
+#[inline(never)]
+fn resolve(entry: &'static dyn Resolve) -> Result<*const c_void, &'static Error> {
+    entry.resolve_first()
 }
 
 /// Defines a first-call stub and its [`FirstCall`] implementation for each arity.
@@ -124,7 +140,7 @@ macro_rules! first_calls {
             T: Resolve + 'static,
             R: Copy,
         {
-            match entry_point::<S, T>().resolve_first() {
+            match resolve(entry_point::<S, T>()) {
                 // SAFETY: `FirstCall`'s implementation below is this function's type, which
                 // `DriverFn::new`/`RuntimeFn::new` make the entry point's C type; the address
                 // is the library's function of that type. The caller upholds its contract.
