@@ -268,45 +268,6 @@ impl<F: Copy> DriverFn<F> {
             signature: PhantomData,
         }
     }
-
-    /// Resolves the function (once) and returns it, typed. After the first call this is two
-    /// loads and a test.
-    #[inline(always)]
-    pub fn get(&'static self) -> Result<F, Error> {
-        match self.meta.address() {
-            // SAFETY: `new`'s contract makes `F` the function's C type.
-            Ok(address) => Ok(unsafe { as_fn::<F>(address) }),
-            Err(e) => Err(*e),
-        }
-    }
-
-    /// The function to call: the driver's once resolved, until then the entry point's
-    /// first-call stub, which resolves it and forwards the call. One load; what the wrappers
-    /// call. A call that returns [`UNRESOLVED`] could not resolve the function:
-    /// [`take_unresolved`] gives why ([`driver_result`] does that).
-    #[inline(always)]
-    pub fn function(&'static self) -> F {
-        // SAFETY: `new`'s contract makes `F` the function's C type, and the stub's type is `F`.
-        unsafe { as_fn::<F>(self.meta.resolved.address()) }
-    }
-
-    /// The function if it is already resolved, without resolving it.
-    #[inline(always)]
-    pub fn resolved(&'static self) -> Option<F> {
-        // SAFETY: `new`'s contract makes `F` the function's C type.
-        self.meta
-            .resolved
-            .resolved()
-            .map(|address| unsafe { as_fn::<F>(address) })
-    }
-}
-
-impl<F> first::sealed::Sealed for DriverFn<F> {}
-
-impl<F: Sync> Resolve for DriverFn<F> {
-    fn resolve_first(&'static self) -> Result<*const c_void, &'static Error> {
-        self.meta.address()
-    }
 }
 
 impl<F: Copy + Sync> Entry for DriverFn<F> {
@@ -422,45 +383,6 @@ impl<F: Copy> RuntimeFn<F> {
             signature: PhantomData,
         }
     }
-
-    /// Resolves the function (once) and returns it, typed. After the first call this is two
-    /// loads and a test.
-    #[inline(always)]
-    pub fn get(&'static self) -> Result<F, Error> {
-        match self.meta.address() {
-            // SAFETY: `new`'s contract makes `F` the function's C type.
-            Ok(address) => Ok(unsafe { as_fn::<F>(address) }),
-            Err(e) => Err(*e),
-        }
-    }
-
-    /// The function to call: the runtime's once resolved, until then the entry point's
-    /// first-call stub, which resolves it and forwards the call. One load; what the wrappers
-    /// call. A call that returns [`UNRESOLVED`] could not resolve the function:
-    /// [`take_unresolved`] gives why ([`runtime_result`] does that).
-    #[inline(always)]
-    pub fn function(&'static self) -> F {
-        // SAFETY: `new`'s contract makes `F` the function's C type, and the stub's type is `F`.
-        unsafe { as_fn::<F>(self.meta.resolved.address()) }
-    }
-
-    /// The function if it is already resolved, without resolving it.
-    #[inline(always)]
-    pub fn resolved(&'static self) -> Option<F> {
-        // SAFETY: `new`'s contract makes `F` the function's C type.
-        self.meta
-            .resolved
-            .resolved()
-            .map(|address| unsafe { as_fn::<F>(address) })
-    }
-}
-
-impl<F> first::sealed::Sealed for RuntimeFn<F> {}
-
-impl<F: Sync> Resolve for RuntimeFn<F> {
-    fn resolve_first(&'static self) -> Result<*const c_void, &'static Error> {
-        self.meta.address()
-    }
 }
 
 impl<F: Copy + Sync> Entry for RuntimeFn<F> {
@@ -485,6 +407,59 @@ impl<F: Copy + Sync> Entry for RuntimeFn<F> {
         self.meta.address().map_err(|e| *e)
     }
 }
+
+/// What [`DriverFn`] and [`RuntimeFn`] share, over their `meta` (a [`DriverMeta`] or a
+/// [`RuntimeMeta`]): resolving, the function to call, and peeking.
+macro_rules! entry_point_functions {
+    ($entry:ident, $library:literal, $mapper:literal) => {
+        impl<F: Copy> $entry<F> {
+            /// Resolves the function (once) and returns it, typed. After the first call this is
+            /// two loads and a test.
+            #[inline(always)]
+            pub fn get(&'static self) -> Result<F, Error> {
+                match self.meta.address() {
+                    // SAFETY: `new`'s contract makes `F` the function's C type.
+                    Ok(address) => Ok(unsafe { as_fn::<F>(address) }),
+                    Err(e) => Err(*e),
+                }
+            }
+
+            #[doc = concat!(
+                "The function to call: the ", $library, "'s once resolved, until then the entry \
+                 point's first-call stub, which resolves it and forwards the call. One load; \
+                 what the wrappers call. A call that returns [`UNRESOLVED`] could not resolve \
+                 the function: [`take_unresolved`] gives why ([`", $mapper, "`] does that)."
+            )]
+            #[inline(always)]
+            pub fn function(&'static self) -> F {
+                // SAFETY: `new`'s contract makes `F` the function's C type, and the stub's type
+                // is `F`.
+                unsafe { as_fn::<F>(self.meta.resolved.address()) }
+            }
+
+            /// The function if it is already resolved, without resolving it.
+            #[inline(always)]
+            pub fn resolved(&'static self) -> Option<F> {
+                // SAFETY: `new`'s contract makes `F` the function's C type.
+                self.meta
+                    .resolved
+                    .resolved()
+                    .map(|address| unsafe { as_fn::<F>(address) })
+            }
+        }
+
+        impl<F> first::sealed::Sealed for $entry<F> {}
+
+        impl<F: Sync> Resolve for $entry<F> {
+            fn resolve_first(&'static self) -> Result<*const c_void, &'static Error> {
+                self.meta.address()
+            }
+        }
+    };
+}
+
+entry_point_functions!(DriverFn, "driver", "driver_result");
+entry_point_functions!(RuntimeFn, "runtime", "runtime_result");
 
 /// The name of a CUDA error code of `api`, from the loaded library (`cuGetErrorName` or
 /// `cudaGetErrorName`), or a phrase saying it is unknown. What [`Error::Cuda`] displays.
