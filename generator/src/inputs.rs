@@ -27,6 +27,7 @@ mod wheel;
 
 use std::path::{Path, PathBuf};
 
+use crate::history::RuntimeHistory;
 use crate::target::Ctk;
 
 pub use error::InputError;
@@ -56,6 +57,13 @@ pub struct InputConfig {
 pub struct Inputs {
     /// The CUDA headers.
     pub headers: Headers,
+    /// The runtime functions declared by `cuda_runtime_api.h` of every pinned target of the
+    /// major older than this one, and of these headers: where each runtime function's minimum
+    /// version comes from.
+    pub runtime_history: RuntimeHistory,
+    /// Where the older runtime headers came from: one line per header, `<wheel>:<path>` and the
+    /// header's SHA-256 (checked against the hash-checked wheel's RECORD).
+    pub history_source: Vec<Provenance>,
     /// The libclang bindgen loads.
     pub libclang: Libclang,
 }
@@ -72,18 +80,59 @@ impl Inputs {
             Some(dir) => local_headers(ctk, dir)?,
             None => pinned_headers(config, ctk)?,
         };
+        let (runtime_history, history_source) = runtime_history(config, &headers)?;
         Ok(Inputs {
             headers,
+            runtime_history,
+            history_source,
             libclang: libclang(config)?,
         })
     }
 
-    /// Every provenance line, headers first.
+    /// Every provenance line: the headers, the older runtime headers, libclang.
     pub fn provenance(&self) -> Vec<Provenance> {
         let mut all = self.headers.source.clone();
+        all.extend(self.history_source.iter().cloned());
         all.push(self.libclang.source.clone());
         all
     }
+}
+
+/// The [`RuntimeHistory`] of `headers`' major: `cuda_runtime_api.h` of every target the lock pins
+/// of that major and older than `headers.ctk` (read from its hash-checked headers wheel, the one
+/// file checked against the wheel's RECORD, nothing unpacked), then `headers`' own; with one
+/// provenance line per older header.
+pub fn runtime_history(
+    config: &InputConfig,
+    headers: &Headers,
+) -> Result<(RuntimeHistory, Vec<Provenance>), InputError> {
+    let ctk = headers.ctk;
+    let (headers_dir, _, _) = layout(ctk)?;
+    let fetcher = Fetcher::pinned(config);
+    let mut texts = Vec::new();
+    let mut source = Vec::new();
+    for older in config.lock.targets() {
+        if older.major() != ctk.major() || older >= ctk {
+            continue;
+        }
+        let spec = &config.lock.target(older)?.headers;
+        let (mut wheel, entry) = fetcher.wheel(spec, &config.cache)?;
+        let path = format!("{headers_dir}/cuda_runtime_api.h");
+        let bytes = wheel.read_file(&path)?;
+        source.push(Provenance {
+            sha256: sha256_hex(&bytes),
+            file: format!("{}:{path}", entry.file),
+            ..entry.provenance()
+        });
+        texts.push((older, String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    let own = files::read_regular(
+        &headers.runtime_api_h,
+        "replace it with the header of the toolkit",
+    )?;
+    texts.push((ctk, String::from_utf8_lossy(&own).into_owned()));
+    let history = RuntimeHistory::of(texts.iter().map(|(ctk, text)| (*ctk, text.as_str())));
+    Ok((history, source))
 }
 
 /// One pinned wheel and the part of it generation reads.

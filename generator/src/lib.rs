@@ -13,6 +13,7 @@ pub mod config;
 pub mod diff;
 pub mod doc;
 pub mod emit;
+pub mod history;
 pub mod inputs;
 pub mod layout;
 pub mod model;

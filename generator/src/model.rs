@@ -112,8 +112,8 @@ pub struct Function {
     /// The name `cuGetProcAddress` takes (`cuStreamBeginCapture`); for the runtime, the symbol.
     pub base: String,
     /// Driver: the ABI version from `cudaTypedefs.h` (`PFN_<base>_v<version>`) that matches the
-    /// declaration's signature. Runtime: the CUDA version the function first appeared in, as
-    /// far as the headers tell (its driver counterpart's version, else the target's).
+    /// declaration's signature. Runtime: the CUDA version of the first pinned runtime header of
+    /// the target's major that declares it ([`crate::history`]), the runtime the user needs.
     pub version: u32,
     /// The per-thread-default-stream variant, if the function has one.
     pub per_thread: Option<PerThreadVariant>,
@@ -159,28 +159,15 @@ impl Function {
     }
 }
 
-/// The driver function a runtime function's version comes from: `cudaLaunchHostFunc` →
-/// `cuLaunchHostFunc`.
-pub fn driver_counterpart(runtime_name: &str) -> String {
-    format!("cu{}", runtime_name.trim_start_matches("cuda"))
-}
-
 impl Model {
-    /// The version the headers give `f` (a function of this model) through `cudaTypedefs.h`:
-    /// a driver function's own, a runtime function's when it came from its
-    /// [driver counterpart](driver_counterpart). `None` for a runtime function without one, whose
-    /// version is only the target's.
+    /// The ABI version the headers give `f` (a function of this model): a driver function's
+    /// `cudaTypedefs.h` version, what `cuGetProcAddress` takes. `None` for a runtime function:
+    /// `libcudart` exports carry no ABI version (its [`Function::version`] is the first runtime
+    /// of the major that declares it, see [`crate::history`]).
     pub fn header_version(&self, api: Api, f: &Function) -> Option<u32> {
         match api {
             Api::Driver => Some(f.version),
-            Api::Runtime => {
-                let counterpart = driver_counterpart(&f.name);
-                self.driver
-                    .functions
-                    .iter()
-                    .any(|d| d.name == counterpart)
-                    .then_some(f.version)
-            }
+            Api::Runtime => None,
         }
     }
 
@@ -210,8 +197,8 @@ pub struct Summary {
 impl Summary {
     /// The summary of `model`. A cell is the ABI version the headers give the function: for the
     /// driver the `cuGetProcAddress` version, `legacy / per-thread` where the function has a
-    /// per-thread-default-stream variant; for the runtime the version of its driver counterpart,
-    /// or `✓` for a function without one (resolved by symbol).
+    /// per-thread-default-stream variant; for the runtime (resolved by symbol, no ABI version)
+    /// the version of the first runtime of the major that declares it.
     pub fn of(model: &Model) -> Summary {
         let column = |api: Api| {
             let mut column: Vec<(String, String)> = model
@@ -219,10 +206,9 @@ impl Summary {
                 .functions
                 .iter()
                 .map(|f| {
-                    let cell = match (api, model.header_version(api, f), &f.per_thread) {
-                        (Api::Driver, _, Some(pt)) => format!("{} / {}", f.version, pt.version),
-                        (_, Some(version), _) => version.to_string(),
-                        (_, None, _) => "✓".to_owned(),
+                    let cell = match (api, &f.per_thread) {
+                        (Api::Driver, Some(pt)) => format!("{} / {}", f.version, pt.version),
+                        _ => f.version.to_string(),
                     };
                     (f.name.clone(), cell)
                 })

@@ -103,6 +103,7 @@ fn model_from(config: &Config, inputs: &Inputs) -> Result<Model, GenerateError> 
         &headers,
         &config.driver_list,
         &config.runtime_list,
+        &inputs.runtime_history,
     )?)
 }
 

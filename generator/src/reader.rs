@@ -18,6 +18,7 @@ use quote::ToTokens;
 
 use crate::Ctk;
 use crate::allowlist::DenyList;
+use crate::history::RuntimeHistory;
 use crate::model::{Api, ApiModel, Declared, Function, Model, Param, PerThreadVariant, TypeDef};
 
 mod fixup;
@@ -75,6 +76,17 @@ pub enum ReadError {
         /// Every problem, joined with `; `.
         problems: String,
     },
+    /// A runtime function that no `cuda_runtime_api.h` of the target's major declares, so the
+    /// runtime version it needs is unknown (the history scan and bindgen disagree).
+    #[error(
+        "{function}: bindgen reads it from the CTK {ctk} runtime headers, but no CUDARTAPI declaration of it is in cuda_runtime_api.h of {ctk} or an older pinned target of its major, so the runtime version it needs is unknown; teach generator/src/history.rs the declaration's form (nothing was written)"
+    )]
+    NoHistory {
+        /// The function.
+        function: String,
+        /// The target.
+        ctk: Ctk,
+    },
     /// A function that does not return the API's status type, which the templates expect.
     #[error(
         "{function} returns {ret}, not {status}; the wrapper templates only cover functions that return {status}: add `{function}: <reason>` to the deny-list generator/allowlist/{api}.txt"
@@ -91,14 +103,16 @@ pub enum ReadError {
     },
 }
 
-/// Reads both APIs of one target into a model.
+/// Reads both APIs of one target into a model; each runtime function's version is the first
+/// target of `history` that declares it.
 pub fn read(
     headers: &HeaderSet,
     driver: &DenyList,
     runtime: &DenyList,
+    history: &RuntimeHistory,
 ) -> Result<Model, ReadError> {
-    let driver = read_api(headers, Api::Driver, driver, None)?;
-    let runtime = read_api(headers, Api::Runtime, runtime, Some(&driver))?;
+    let driver = read_api(headers, Api::Driver, driver, history)?;
+    let runtime = read_api(headers, Api::Runtime, runtime, history)?;
     Ok(Model {
         ctk: headers.ctk,
         driver,
@@ -216,7 +230,7 @@ fn read_api(
     headers: &HeaderSet,
     api: Api,
     list: &DenyList,
-    driver: Option<&ApiModel>,
+    history: &RuntimeHistory,
 ) -> Result<ApiModel, ReadError> {
     let (builder, macros) = builder(headers, api, list);
     let text = run_bindgen(builder, headers.ctk, api)?;
@@ -283,7 +297,7 @@ fn read_api(
     };
     let mut functions = Vec::new();
     for decl in decls {
-        let mut f = function(headers.ctk, api, decl, &lookup, driver)?;
+        let mut f = function(headers.ctk, api, decl, &lookup, history)?;
         let declared_name = f
             .per_thread
             .as_ref()
@@ -348,7 +362,7 @@ fn function(
     api: Api,
     decl: syn::ForeignItemFn,
     lookup: &Lookup<'_>,
-    driver: Option<&ApiModel>,
+    history: &RuntimeHistory,
 ) -> Result<Function, ReadError> {
     let declared = decl.sig.ident.to_string();
     let params: Vec<Param> = decl
@@ -444,10 +458,16 @@ fn function(
             (base, version, per_thread)
         }
         Api::Runtime => {
-            let counterpart = crate::model::driver_counterpart(&name);
-            let needs = driver
-                .and_then(|d| d.functions.iter().find(|f| f.name == counterpart))
-                .map_or(ctk.cuda_version(), |f| f.version);
+            // The runtime exports carry no ABI version: what a function needs is the first
+            // runtime of the major that declares it (see crate::history).
+            let needs = history
+                .first(&name)
+                .filter(|first| first.major() == ctk.major() && *first <= ctk)
+                .ok_or_else(|| ReadError::NoHistory {
+                    function: name.clone(),
+                    ctk,
+                })?
+                .cuda_version();
             let per_thread = per_thread_symbol.map(|symbol| PerThreadVariant {
                 symbol,
                 version: needs,

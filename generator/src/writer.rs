@@ -790,8 +790,8 @@ pub fn write_bindings_mod(models: &[&Summary]) -> syn::File {
 /// (sorted by name) and one column per target (oldest first), each cell the ABI version that
 /// target's headers give the function, `—` where they do not declare it. Driver cells are the
 /// `cuGetProcAddress` version of `cudaTypedefs.h`, `legacy / per-thread` where the function has
-/// a per-thread-default-stream variant; runtime cells are the version of the driver counterpart,
-/// or `✓` for a function without one (resolved by symbol). Markdown doc lines, each starting
+/// a per-thread-default-stream variant; runtime cells are the version of the first runtime of
+/// the target's major that declares the function. Markdown doc lines, each starting
 /// with a space.
 pub fn compatibility_table(models: &[&Summary]) -> Vec<String> {
     let mut lines = vec![
@@ -825,11 +825,15 @@ pub fn compatibility_table(models: &[&Summary]) -> Vec<String> {
                 lines.push(" # Runtime API".to_owned());
                 lines.push(String::new());
                 lines.push(
-                    " Runtime functions are resolved by symbol; the version is that of the driver"
+                    " Runtime functions are resolved by symbol (the exports carry no ABI version);"
                         .to_owned(),
                 );
                 lines.push(
-                    " counterpart (`cudaLaunchHostFunc`: `cuLaunchHostFunc`), `✓` where there is none."
+                    " the version is the first runtime of the target's major whose pinned"
+                        .to_owned(),
+                );
+                lines.push(
+                    " `cuda_runtime_api.h` declares the function: the `libcudart` it needs."
                         .to_owned(),
                 );
             }

@@ -383,6 +383,41 @@ impl Wheel {
         }
         Ok(stated)
     }
+
+    /// The bytes of the one file `path` of the wheel, which must have the size and SHA-256 its
+    /// RECORD line states (no more than that size is read).
+    pub(crate) fn read_file(&mut self, path: &str) -> Result<Vec<u8>, InputError> {
+        let want = self
+            .files
+            .get(path)
+            .cloned()
+            .ok_or_else(|| InputError::NothingToUnpack {
+                wheel: self.path.clone(),
+                prefix: path.to_owned(),
+            })?;
+        let wheel = self.path.clone();
+        let mut entry = self
+            .archive
+            .by_name(&want.path)
+            .map_err(|source| InputError::Zip { wheel, source })?;
+        let mut bytes = Vec::new();
+        (&mut entry)
+            .take(want.size + 1)
+            .read_to_end(&mut bytes)
+            .map_err(InputError::io(&self.path))?;
+        let got = hex(&Sha256::digest(&bytes));
+        if bytes.len() as u64 != want.size || got != want.sha256 {
+            return Err(InputError::InconsistentWheel {
+                wheel: self.path.clone(),
+                entry: want.path.clone(),
+                detail: format!(
+                    "its bytes have sha256 {got}, its RECORD says {} bytes with sha256 {}",
+                    want.size, want.sha256
+                ),
+            });
+        }
+        Ok(bytes)
+    }
 }
 
 /// The lines of a RECORD (`path,sha256=<unpadded url-safe base64>,size`; the path may be quoted),
