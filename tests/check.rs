@@ -127,6 +127,29 @@ pub enum Failure {
     Harness(&'static str),
 }
 
+impl Failure {
+    /// The skip line of a scenario stopped by a function that the installed library is too old
+    /// to have, as the crate reports it ([`cuda_hostcb::Error::Unavailable`] with the library's
+    /// version below the one the function needs): `None` for any other failure, also for a
+    /// function missing from a library of its version or newer (that fails).
+    pub fn older_library(&self) -> Option<String> {
+        match self {
+            Failure::Cuda {
+                step,
+                source:
+                    source @ cuda_hostcb::Error::Unavailable {
+                        needs,
+                        found: Some(found),
+                        ..
+                    },
+            } if found < needs => Some(format!(
+                "skipped, the installed library is older than this step needs: {step}: {source}"
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// Adds the step to a CUDA error: `result.during("instantiate the graph")?`.
 pub trait During<T> {
     /// Maps an error to [`Failure::Cuda`] naming `step`.
@@ -174,5 +197,31 @@ mod tests {
         c.eq("calls", 5, 5);
         c.holds(true, "status", "0", "0");
         assert_eq!(c.finish(), Ok(()));
+    }
+
+    #[test]
+    fn only_a_library_older_than_the_function_skips() {
+        let unavailable = |found| Failure::Cuda {
+            step: "load the PTX".to_owned(),
+            source: cuda_hostcb::Error::Unavailable {
+                api: cuda_hostcb::error::Api::Runtime { major: 12 },
+                function: "cudaLibraryLoadData",
+                needs: 12080,
+                found,
+                library: "libcudart.so.12",
+            },
+        };
+        let skip = unavailable(Some(12000))
+            .older_library()
+            .expect("12.0 < 12.8");
+        assert!(
+            skip.contains("load the PTX") && skip.contains("12.8"),
+            "{skip}"
+        );
+        // The library claims the version and still lacks it, or its version is unknown: a
+        // failure, not a skip.
+        assert_eq!(unavailable(Some(12090)).older_library(), None);
+        assert_eq!(unavailable(None).older_library(), None);
+        assert_eq!(Failure::Harness("x").older_library(), None);
     }
 }

@@ -20,8 +20,11 @@ use crate::binding::{Api, HostFuncV2};
 use crate::check::{Checker, During, Failure, Mismatches, Ran, wrong_expectations};
 use crate::resources::{Context, Stream};
 
-/// The CUDA version that added the `_v2` launch (13.1).
+/// The driver ABI version of the `_v2` launch (13.1: `PFN_cuLaunchHostFunc_v13010`).
 pub const NEEDS: u32 = 13010;
+/// The first runtime that has `cudaLaunchHostFunc_v2`: the 13.2 header is the first to declare it
+/// (the 13.1 header lacks it), whatever the driver ABI version says.
+pub const RUNTIME_NEEDS: u32 = 13020;
 /// `cudaErrorInsufficientDriver` and `cudaErrorCallRequiresNewerDriver`: what a 13.1+ runtime
 /// may return on an older driver.
 pub const NEWER_DRIVER_CODES: [u32; 2] = [35, 36];
@@ -150,11 +153,11 @@ pub fn expected(
         outcomes: vec![Outcome::Ok],
         calls: 1,
     };
-    let unavailable = |api, found, library_file: &str| Expectation {
+    let unavailable = |api, needs, found, library_file: &str| Expectation {
         outcomes: vec![Outcome::Unavailable {
             api,
             function: function.to_owned(),
-            needs: NEEDS,
+            needs,
             found: Some(found),
             library_file: library_file.to_owned(),
         }],
@@ -162,12 +165,13 @@ pub fn expected(
     };
     match api {
         Api::Driver if driver_version >= NEEDS => runs,
-        Api::Driver => unavailable(ErrorApi::Driver, driver_version, "libcuda.so.1"),
+        Api::Driver => unavailable(ErrorApi::Driver, NEEDS, driver_version, "libcuda.so.1"),
         Api::Runtime { major } => {
             let runtime = runtime_version.unwrap_or(0);
-            if runtime < NEEDS {
+            if runtime < RUNTIME_NEEDS {
                 unavailable(
                     ErrorApi::Runtime { major },
+                    RUNTIME_NEEDS,
                     runtime,
                     &format!("libcudart.so.{major}"),
                 )
@@ -269,7 +273,7 @@ pub fn run<B: HostFuncV2>() -> Result<Ran, Failure> {
         want = if want.outcomes == [Outcome::Ok] {
             expected(seen.api, seen.function, 13000, Some(13000))
         } else {
-            expected(seen.api, seen.function, NEEDS, Some(NEEDS))
+            expected(seen.api, seen.function, NEEDS, Some(RUNTIME_NEEDS))
         };
     }
     check(&want, &seen)?;
@@ -308,10 +312,21 @@ mod tests {
             vec![Outcome::Unavailable {
                 api: ErrorApi::Runtime { major: 13 },
                 function: g.to_owned(),
-                needs: NEEDS,
+                needs: RUNTIME_NEEDS,
                 found: Some(13000),
                 library_file: "libcudart.so.13".to_owned(),
             }]
+        );
+        // A 13.1 runtime has the driver's ABI version and still lacks the function.
+        assert_eq!(
+            expected(rt, g, 13050, Some(13010)).outcomes[0],
+            Outcome::Unavailable {
+                api: ErrorApi::Runtime { major: 13 },
+                function: g.to_owned(),
+                needs: RUNTIME_NEEDS,
+                found: Some(13010),
+                library_file: "libcudart.so.13".to_owned(),
+            }
         );
         assert_eq!(
             expected(rt, g, 13050, Some(13050)).outcomes,
