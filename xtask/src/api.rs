@@ -512,6 +512,16 @@ fn function(inner: &Value) -> String {
     }
     match &h["abi"] {
         Value::String(s) if s == "Rust" => {}
+        // `{"C": {"unwind": false}}`: `extern "C"` (`"C-unwind"` when it may unwind).
+        Value::Object(o) if o.len() == 1 => {
+            let (name, how) = o.iter().next().unwrap();
+            let unwind = if how["unwind"].as_bool() == Some(true) {
+                "-unwind"
+            } else {
+                ""
+            };
+            front.push_str(&format!("extern \"{name}{unwind}\" "));
+        }
         abi => front.push_str(&format!("extern {} ", compact(abi))),
     }
     let sig = &inner["sig"];
