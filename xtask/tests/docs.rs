@@ -284,3 +284,101 @@ fn the_readme_is_short_and_names_the_minimum_rust_of_the_manifest() {
         "the README must name the rust-version of Cargo.toml, {rust}"
     );
 }
+
+/// Markdown text with every run of white space one space, so a claim matches across line breaks.
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The `[dependencies]` of a crate's manifest (plain and per-target), by name.
+fn dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut in_deps = false;
+    let mut names = BTreeSet::new();
+    for line in manifest.lines() {
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]"
+                || (line.starts_with("[target.") && line.ends_with(".dependencies]"));
+        } else if in_deps && let Some((name, _)) = line.split_once(['=', '.']) {
+            let name = name.trim();
+            if !name.is_empty() && !name.starts_with('#') {
+                names.insert(name.to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// What the pages say a crate depends on is what its manifest says.
+#[test]
+fn the_dependencies_the_docs_name_are_the_manifests() {
+    let root = root();
+    let deps = |crate_dir: &str| {
+        dependencies(&std::fs::read_to_string(root.join(crate_dir).join("Cargo.toml")).unwrap())
+    };
+    let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    // generator/seal/README.md: "two dependencies (`sha2`, and `libc` on Unix)".
+    assert_eq!(deps("generator/seal"), names(&["libc", "sha2"]));
+    let page = std::fs::read_to_string(root.join("generator/seal/README.md")).unwrap();
+    assert!(flat(&page).contains("two dependencies (`sha2`, and `libc` on Unix)"));
+    // ARCHITECTURE.md: what may depend on what.
+    let arch = flat(&std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap());
+    assert!(arch.contains(
+        "`cuda-hostcb` depends on `libloading` only; `cuda-hostcb-safe` on `cuda-hostcb` only."
+    ));
+    assert_eq!(deps("generated"), names(&["libloading"]));
+    assert_eq!(deps("safe"), names(&["cuda-hostcb"]));
+    assert!(arch.contains("`hostcb-seal-cli` on `hostcb-seal` only"));
+    assert!(deps("generator/seal/cli").contains("hostcb-seal"));
+    assert!(
+        !deps("generator/seal/cli")
+            .iter()
+            .any(|d| d.starts_with("hostcb-") && d != "hostcb-seal")
+    );
+}
+
+/// The guide's example of a driver function's own ABI version is the generated binding's.
+#[test]
+fn the_guides_abi_versions_are_the_generated_ones() {
+    let root = root();
+    let guide = std::fs::read_to_string(root.join("docs/generator.md")).unwrap();
+    // The text the claim is made in, whatever its line breaks.
+    assert!(flat(&guide).contains(
+        "in 13.5 the 3-argument `cuLaunchHostFunc` is version 10000, while asking for 13050 could return the 4-argument ABI"
+    ));
+    let driver = std::fs::read_to_string(root.join("generated/src/bindings/ctk_13_5/driver.rs"))
+        .expect("13.5 is a committed target; if it no longer is, change the guide's example");
+    for resolved in [
+        "`cuGetProcAddress(\"cuLaunchHostFunc\", 10000)`",
+        "`cuGetProcAddress(\"cuLaunchHostFunc\", 13010)`",
+    ] {
+        assert!(
+            driver.contains(resolved),
+            "13.5's driver.rs lacks {resolved}"
+        );
+    }
+    let lock = std::fs::read_to_string(root.join("generator/inputs.lock")).unwrap();
+    assert!(
+        lock.contains("nvidia-cuda-runtime==13.5."),
+        "13050 is CTK 13.5's CUDA_VERSION"
+    );
+}
+
+/// The CHANGELOG has a section for the workspace's version, as the API check asks.
+#[test]
+fn the_changelog_has_a_section_for_the_version() {
+    let root = root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let version = manifest
+        .split("\n[workspace.package]\n")
+        .nth(1)
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("version = \"")))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("[workspace.package] has a version");
+    let changelog = std::fs::read_to_string(root.join("CHANGELOG.md")).unwrap();
+    assert!(
+        changelog
+            .lines()
+            .any(|l| l.starts_with(&format!("## [{version}]"))),
+        "CHANGELOG.md has no section ## [{version}]"
+    );
+}
