@@ -89,3 +89,8 @@ mod tests {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The Rust blocks of the guide's page on the safe layer and interop, compiled the same way.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/safe-layer.md")]
+pub struct SafeLayerGuideDoctests;

@@ -112,3 +112,9 @@ compile_error!(concat!(
     " (or `all-targets`, the default), e.g. `cuda-hostcb = { version = \"0.1\", features = [\"all-targets\"] }`; ",
     "cuda-hostcb-safe has a module for each target enabled here"
 ));
+
+/// The crate's README (its crates.io page), whose Rust blocks are compiled as doctests so that
+/// they stay true as written.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

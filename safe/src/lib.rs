@@ -1,9 +1,32 @@
 //! Safe host callbacks over the generated bindings: Rust closures on streams and in graphs whose
 //! lifetime is right by construction, through capture and replay, with contained panics.
 //!
+//! # Quick start
+//!
 //! ```toml
 //! [dependencies]
 //! cuda-hostcb-safe = "0.1"   # every target of cuda-hostcb
+//! ```
+//!
+//! A closure on a stream, called once, and one in a graph, called on every launch (the module
+//! names the target the program is written for):
+//!
+//! ```no_run
+//! use cuda_hostcb_safe::ctk_13_0::{Context, Graph, Stream};
+//!
+//! fn main() -> Result<(), cuda_hostcb_safe::Error> {
+//!     let ctx = Context::primary(0)?;
+//!     ctx.make_current()?;
+//!     let stream = Stream::new(&ctx)?;
+//!     stream.launch(|| println!("once"))?; // FnMut, called once, then dropped
+//!     let graph = Graph::new(&ctx)?;
+//!     graph.add_host_node(&[], || println!("every launch"))?; // owned by a CUDA user object
+//!     let exec = graph.instantiate()?;
+//!     drop(graph); // the executable keeps the closure alive
+//!     exec.launch(&stream)?;
+//!     stream.synchronize()?;
+//!     Ok(())
+//! }
 //! ```
 //!
 //! # Targets
@@ -272,3 +295,9 @@ macro_rules! host_v2 {
 }
 
 cuda_hostcb::for_each_target!(safe_target);
+
+/// The crate's README (its crates.io page), whose Rust blocks are compiled as doctests so that
+/// they stay true as written.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -48,6 +48,13 @@ const STEPS: &[Step] = &[
         args: &["doc", "--workspace", "--no-deps", "--all-features"],
         env: &[("RUSTDOCFLAGS", "-D warnings")],
     },
+    // The public API of the crates users install against the last release's listing (api/), as
+    // the version policy (docs/releases.md) allows.
+    Step {
+        name: "api",
+        args: &["xtask", "api"],
+        env: &[],
+    },
     Step {
         name: "tests",
         args: &["test", "--workspace", "--all-features"],

@@ -9,8 +9,11 @@
 //! - `bench-cold`: cold builds of a one-target program against cudarc, sizes, oracle counts;
 //! - `layout --ctk <all-pinned|all|MAJOR.MINOR>`: the layout oracle over pinned targets, in a
 //!   scratch copy;
-//! - `test`: everything CI runs (fmt, verify, check, clippy, docs, every test).
+//! - `api [--bless]`: list the public API of the crates users install and compare it with the
+//!   committed listing (`api/`), as the version policy allows;
+//! - `test`: everything CI runs (fmt, verify, check, clippy, docs, every test, the API check).
 
+mod api;
 mod bench;
 mod ci;
 mod coldbench;
@@ -76,8 +79,15 @@ enum Command {
         #[arg(long)]
         allow_deletions: bool,
     },
-    /// Run everything CI checks: fmt, verify, check, clippy, docs and every test.
+    /// Run everything CI checks: fmt, verify, check, clippy, docs, every test and the API check.
     Test,
+    /// List the public API of cuda-hostcb, cuda-hostcb-safe and hostcb-seal (rustdoc JSON) and
+    /// compare it with the listings of the last release in api/, as docs/releases.md allows.
+    Api {
+        /// Write the listings for the current API and version instead (at a release).
+        #[arg(long)]
+        bless: bool,
+    },
     /// Time regen (next to its bindgen floor), verify, check and builds of the generated crate.
     Bench(bench::Args),
     /// Time cold builds of a program using one target, against cudarc's sys layer, side by side;
@@ -258,6 +268,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             });
         }
         Command::Test => ci::run(&root),
+        Command::Api { bless } => api::run(&root, bless),
         Command::Bench(args) => bench::run(&load()?, args),
         Command::Layout(args) => layout::run(&load()?, args),
         Command::BenchCold(args) => coldbench::run(&load()?, args),

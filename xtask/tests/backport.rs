@@ -59,13 +59,13 @@ fn files_under(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// The shell block of the README's section "Backporting to a maintenance branch".
+/// The shell block of the guide's section "Backporting to a maintenance branch" (docs/generator.md).
 fn readme_backport_steps() -> String {
-    let readme = std::fs::read_to_string(this_checkout().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(this_checkout().join("docs/generator.md")).unwrap();
     let section = readme
         .split("\n## Backporting to a maintenance branch\n")
         .nth(1)
-        .expect("the README has a section \"Backporting to a maintenance branch\"");
+        .expect("docs/generator.md has a section \"Backporting to a maintenance branch\"");
     let block = section
         .split("\n```sh\n")
         .nth(1)

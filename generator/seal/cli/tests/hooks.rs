@@ -1,5 +1,5 @@
 //! The hooks that this repository gives other repositories, run for real: the command of
-//! `.pre-commit-hooks.yaml` (the same as the README's plain git hook and its `repo: local`
+//! `.pre-commit-hooks.yaml` (the same as the plain git hook of docs/seals.md and of this crate's page and its `repo: local`
 //! entry) installed as `.git/hooks/pre-commit` of a temporary repository, with the built
 //! `hostcb-seal` on `PATH`, and `git commit` run. Each way of committing a broken sealed file
 //! that a work-tree check let through is refused, and HEAD stays where it was:
@@ -9,7 +9,7 @@
 //! - a sealed file, or a whole target folder, removed from the index only (`git rm --cached`);
 //! - CRLF line endings staged; and a CRLF checkout is named as such, with the `-text` remedy.
 //!
-//! The README and `.pre-commit-hooks.yaml` live in the repository, not in this package, so this
+//! docs/seals.md and `.pre-commit-hooks.yaml` live in the repository, not in this package, so this
 //! test is left out of the published crate (`exclude` in its Cargo.toml).
 
 use std::fs;
@@ -39,9 +39,12 @@ fn hook_command() -> String {
     let offered = value_after(&repository_file(".pre-commit-hooks.yaml"), "entry:")
         .expect(".pre-commit-hooks.yaml has an entry")
         .to_owned();
-    let readme = repository_file("README.md");
-    let local = value_after(&readme, "entry:").expect("the README's local hook has an entry");
-    let git_hook = value_after(&readme, "exec hostcb-seal ").expect("the README's git hook");
+    let readme = repository_file("docs/seals.md");
+    let local = value_after(&readme, "entry:").expect("the guide's local hook has an entry");
+    let git_hook = value_after(&readme, "exec hostcb-seal ").expect("the guide's git hook");
+    let page = repository_file("generator/seal/cli/README.md");
+    let page_hook = value_after(&page, "exec hostcb-seal ").expect("the crate page's git hook");
+    assert_eq!(page_hook, git_hook, "the crate page's git hook");
     assert_eq!(local, offered, "README's `repo: local` entry");
     assert_eq!(
         format!("hostcb-seal {git_hook}"),
