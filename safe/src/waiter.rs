@@ -195,19 +195,23 @@ impl Waiter {
     }
 }
 
-/// Hands a pending completion to the waiter thread. `Err` gives it back when the thread cannot
-/// be started (the future then keeps checking on its task).
-pub(crate) fn hand_over(shared: Arc<Shared>, watch: Box<dyn Watch>) -> Result<(), Box<dyn Watch>> {
-    let Some(thread) = WAITER.thread() else {
-        return Err(watch);
-    };
+/// Starts the waiter thread if it is not running; whether it runs (it could not be started
+/// otherwise: then the future keeps checking on its task).
+pub(crate) fn start() -> bool {
+    WAITER.thread().is_some()
+}
+
+/// Hands a pending completion to the waiter thread (started by [`start`]; without it the entry
+/// waits until it starts).
+pub(crate) fn hand_over(shared: Arc<Shared>, watch: Box<dyn Watch>) {
     WAITER
         .incoming
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(Entry { shared, watch });
-    thread.unpark();
-    Ok(())
+    if let Some(thread) = WAITER.thread() {
+        thread.unpark();
+    }
 }
 
 #[cfg(test)]
@@ -276,7 +280,8 @@ mod tests {
             checks: Arc::clone(&checks),
             dropped: Arc::clone(&dropped),
         };
-        assert!(hand_over(Arc::clone(&shared), Box::new(watch)).is_ok());
+        assert!(start());
+        hand_over(Arc::clone(&shared), Box::new(watch));
         assert!(wait_until(Duration::from_secs(10), || shared
             .outcome()
             .is_some()));
@@ -309,7 +314,8 @@ mod tests {
                 checks: Arc::default(),
                 dropped: Arc::clone(&dropped),
             };
-            assert!(hand_over(Arc::clone(&shared), Box::new(watch)).is_ok());
+            assert!(start());
+            hand_over(Arc::clone(&shared), Box::new(watch));
             assert!(wait_until(Duration::from_secs(10), || shared
                 .outcome()
                 .is_some()));
@@ -334,7 +340,8 @@ mod tests {
             checks: Arc::clone(&checks),
             dropped: Arc::clone(&dropped),
         };
-        assert!(hand_over(Arc::clone(&shared), Box::new(watch)).is_ok());
+        assert!(start());
+        hand_over(Arc::clone(&shared), Box::new(watch));
         assert!(wait_until(Duration::from_secs(10), || checks
             .load(Ordering::SeqCst)
             > 0));

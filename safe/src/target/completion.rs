@@ -169,19 +169,27 @@ impl Drop for Mark {
 #[derive(Debug)]
 #[must_use = "a completion does nothing unless awaited or polled"]
 pub struct Completion {
-    shared: Arc<Shared>,
     /// The event, until it is handed to the waiter thread.
     mark: Option<Mark>,
+    /// What the future shares with the waiter, from the hand-over on (no allocation before).
+    shared: Option<Arc<Shared>>,
+    /// Polls so far while checking on the task; the clock is read on the first and every
+    /// [`CLOCK_EVERY`]th.
+    polls: u32,
     /// When the task stops checking on its own (set at the first pending poll).
     spin_until: Option<Instant>,
 }
+
+/// How often a pending poll reads the clock (64 futures joined on one task poll each other in
+/// turn: a clock read each is measurable there).
+const CLOCK_EVERY: u32 = 8;
 
 impl Completion {
     /// Whether the work is done (or can never be), without registering a waker: the outcome
     /// if known, else one `cuEventQuery`.
     pub fn is_signalled(&self) -> bool {
-        if self.shared.outcome().is_some() {
-            return true;
+        if let Some(shared) = &self.shared {
+            return shared.outcome().is_some();
         }
         match &self.mark {
             Some(mark) if !callback::in_callback() => mark.check() != Check::Pending,
@@ -194,18 +202,21 @@ impl Future for Completion {
     type Output = Result<(), Error>;
 
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        if let Some(outcome) = self.shared.outcome() {
-            return Poll::Ready(outcome);
-        }
         let this = &mut *self;
-        let Some(mark) = this.mark.as_mut() else {
+        if let Some(shared) = &this.shared {
+            if let Some(outcome) = shared.outcome() {
+                return Poll::Ready(outcome);
+            }
             // With the waiter: it wakes the task that registered last.
-            this.shared.register(cx.waker());
+            shared.register(cx.waker());
             // It may have resolved between the first check and the registration.
-            return match this.shared.outcome() {
+            return match shared.outcome() {
                 Some(outcome) => Poll::Ready(outcome),
                 None => Poll::Pending,
             };
+        }
+        let Some(mark) = this.mark.as_mut() else {
+            return Poll::Ready(Err(Error::CompletionAbandoned));
         };
         if callback::in_callback() {
             return Poll::Ready(Err(Error::InCallback {
@@ -218,22 +229,24 @@ impl Future for Completion {
             Check::Failed(e) => return Poll::Ready(Err(Error::Cuda(e))),
             Check::Pending => {}
         }
-        let now = Instant::now();
-        let until = *this.spin_until.get_or_insert(now + waiter::COMPLETION_SPIN);
-        if now < until {
-            // Checked again at once, as a blocking wait would (see the module documentation).
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
+        let polls = this.polls;
+        this.polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(CLOCK_EVERY) {
+            let now = Instant::now();
+            let until = *this.spin_until.get_or_insert(now + waiter::COMPLETION_SPIN);
+            // Without a waiter thread (it could not be started) the task keeps checking.
+            if now >= until && waiter::start() {
+                let shared = Arc::new(Shared::default());
+                shared.register(cx.waker());
+                if let Some(mark) = this.mark.take() {
+                    waiter::hand_over(Arc::clone(&shared), Box::new(mark));
+                }
+                this.shared = Some(shared);
+                return Poll::Pending;
+            }
         }
-        this.shared.register(cx.waker());
-        let Some(mark) = this.mark.take() else {
-            return Poll::Pending;
-        };
-        if let Err(watch) = waiter::hand_over(Arc::clone(&this.shared), Box::new(mark)) {
-            // No waiter thread: keep checking on this task.
-            drop(watch);
-            cx.waker().wake_by_ref();
-        }
+        // Checked again at once, as a blocking wait would (see the module documentation).
+        cx.waker().wake_by_ref();
         Poll::Pending
     }
 }
@@ -281,8 +294,9 @@ impl Stream {
         // SAFETY: the event and the stream are valid and of the same context.
         unsafe { sys::cuEventRecord(mark.event, self.as_raw())? };
         Ok(Completion {
-            shared: Arc::default(),
             mark: Some(mark),
+            shared: None,
+            polls: 0,
             spin_until: None,
         })
     }
@@ -327,8 +341,9 @@ mod tests {
         let waker = Waker::from(Arc::clone(&counting));
         (
             Completion {
-                shared: Arc::clone(&shared),
                 mark: None,
+                shared: Some(Arc::clone(&shared)),
+                polls: 0,
                 spin_until: None,
             },
             shared,
