@@ -18,9 +18,10 @@
 //!   and one waiter blocked on long work delays every completion behind it;
 //! - this one: an event (`cuEventRecord`, timing off, from a pool of the context) checked with
 //!   `cuEventQuery` on the awaiting task, which wakes itself while the work is pending, for up
-//!   to [`COMPLETION_SPIN`](crate::COMPLETION_SPIN): the same wait a blocking `cuStreamSynchronize` makes (it spins on
-//!   the calling thread under the default scheduling), with no hand-off between threads, so
-//!   latency and CPU stay those of the blocking wait. Work still pending after that goes to the
+//!   to [`COMPLETION_SPIN`](crate::COMPLETION_SPIN): the same wait a blocking
+//!   `cuStreamSynchronize` makes (it spins on the calling thread under the default
+//!   scheduling), with no hand-off between threads, so latency and CPU stay those of the
+//!   blocking wait (within 1.01-1.1× on one stream; `docs/async.md` has the tables). Work still pending after that goes to the
 //!   waiter thread, which checks every pending event per sweep and sleeps between sweeps (20 µs
 //!   doubling to 1 ms), and parks while nothing is pending: long work costs no executor thread.
 //!
