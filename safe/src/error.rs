@@ -57,13 +57,12 @@ pub enum Error {
     /// the one it was instantiated from.
     ForeignExecNode,
 
-    /// The closure that was to signal a stream's completion was dropped without being called:
-    /// CUDA made its callback with an error, because the context had hit one
-    /// (`Stream::synchronize` reports which).
+    /// The work before a stream's completion will never be done: the context hit an error that
+    /// ends it (a kernel that trapped; `Stream::synchronize` reports which).
     CompletionAbandoned,
 
     /// CUDA skipped one-shot closures of this stream (`Stream::launch`, `Stream::launch_fn`
-    /// outside a capture, `Stream::completion`): the context hit an error (a kernel that trapped,
+    /// outside a capture): the context hit an error (a kernel that trapped,
     /// an illegal address), after which CUDA calls no host function; it made each closure's
     /// callback with that error instead, and the closure was dropped uncalled (on the reaper
     /// thread). The context cannot be used again.
@@ -127,9 +126,8 @@ impl fmt::Display for Error {
                  from; pass a NodeId of a node of that graph",
             ),
             Error::CompletionAbandoned => f.write_str(
-                "the stream's completion host function was dropped without running (CUDA skips \
-                 host functions once the context has hit an error); synchronize the stream to see \
-                 the error",
+                "the work before the stream's completion will never be done: the context hit an \
+                 error that ends it; synchronize the stream to see the error",
             ),
             Error::HostFunctionsSkipped {
                 skipped,

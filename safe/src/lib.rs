@@ -91,8 +91,11 @@
 //!   `Graph::instantiate_updatable`): owned by a store of the executable, which the executable
 //!   and its launches hold through a user object; a replaced closure is dropped once no launch
 //!   can call it any more (the type's documentation says when).
-//! - `Stream::completion` is a `Stream::launch` underneath: after a context error its future
-//!   resolves to [`Error::CompletionAbandoned`].
+//! - `Stream::completion` holds no closure: its future checks an event recorded after the work
+//!   (on the awaiting task for up to [`COMPLETION_SPIN`], then on the waiter thread,
+//!   [`WAITER_THREAD_NAME`]); after a context error it resolves to
+//!   [`Error::CompletionAbandoned`]. `GraphExec::launch_completion` and
+//!   `UpdatableExec::launch_completion` launch and return the same future.
 //! - The raw path stays: `Stream::launch_raw` and `Graph::add_host_node_raw` hand a caller-owned
 //!   pointer and an `extern "C"` function to CUDA unchanged.
 //!
@@ -100,11 +103,11 @@
 //!
 //! Once a context has hit a device error, CUDA calls no host function again. What the user gets:
 //!
-//! - One-shot closures (`Stream::launch`, `Stream::launch_fn` on a plain stream,
-//!   `Stream::completion`): dropped uncalled, each once; `Stream::synchronize` reports how many
+//! - One-shot closures (`Stream::launch`, `Stream::launch_fn` on a plain stream): dropped uncalled, each once; `Stream::synchronize` reports how many
 //!   with the error, after waiting (up to 2 s) until CUDA has made every callback of the
 //!   closures enqueued through that `Stream`. A thread waiting for such a closure returns if it
-//!   waits for its drop (a channel whose sender the closure owns, a completion future).
+//!   waits for its drop (a channel whose sender the closure owns). A completion future
+//!   resolves to [`Error::CompletionAbandoned`].
 //! - Closures in graphs (host nodes, captured closures): not called by launches after the error
 //!   (CUDA cannot report a skipped host node), and dropped when the graph, its clones and
 //!   executables are dropped, as always. Wait for their drop, not their call.
@@ -160,6 +163,7 @@ mod reaper;
 mod record;
 mod sticky;
 mod sync_mode;
+mod waiter;
 
 pub use capture::{CaptureMode, CaptureStatus};
 pub use error::Error;
@@ -168,6 +172,7 @@ pub use panic::{
 };
 pub use reaper::{BACKLOG, REAPER_THREAD_NAME, overflowed_drops, pending_drops, wait_for_drops};
 pub use sync_mode::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
+pub use waiter::{COMPLETION_SPIN, WAITER_THREAD_NAME};
 
 /// One module per target enabled on `cuda-hostcb` (`cuda_hostcb::for_each_target!`), each
 /// compiling the same source (`src/target/`) over that target's driver bindings.

@@ -3,7 +3,7 @@
 
 use std::ffi::c_int;
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::sys;
 use crate::Error;
@@ -23,7 +23,12 @@ struct Inner {
     ordinal: usize,
     /// A retained primary context (released on drop), or a borrowed one (left alone).
     primary: bool,
+    /// Completion events that are done and may be recorded again (see `completion.rs`).
+    events: Mutex<Vec<sys::CUevent>>,
 }
+
+/// How many done completion events a context keeps for reuse; more are destroyed.
+const POOLED_EVENTS: usize = 1024;
 
 // SAFETY: a primary context may be used and released from any thread.
 unsafe impl Send for Inner {}
@@ -63,6 +68,7 @@ impl Context {
             device,
             ordinal,
             primary: true,
+            events: Mutex::default(),
         })))
     }
 
@@ -102,6 +108,7 @@ impl Context {
             device,
             ordinal,
             primary: false,
+            events: Mutex::default(),
         })))
     }
 
@@ -144,6 +151,29 @@ impl Context {
         self.0.raw
     }
 
+    /// A completion event of this context: a done one from the pool, or a new one.
+    pub(super) fn take_event(&self) -> Result<sys::CUevent, Error> {
+        let pooled = self.0.events.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match pooled {
+            Some(event) => Ok(event),
+            None => super::completion::new_event(self.0.raw),
+        }
+    }
+
+    /// Returns a completion event whose recorded work is done, for reuse (outside callbacks).
+    pub(super) fn return_event(&self, event: sys::CUevent) {
+        let mut pool = self.0.events.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < POOLED_EVENTS {
+            pool.push(event);
+            return;
+        }
+        drop(pool);
+        if let Ok(_current) = self.push() {
+            // SAFETY: a done event of this context, current for the call.
+            let _ = unsafe { sys::cuEventDestroy(event) };
+        }
+    }
+
     /// Makes this context current on the calling thread until the guard drops.
     pub(super) fn push(&self) -> Result<Pushed, Error> {
         // SAFETY: the context is retained while `self` lives.
@@ -170,21 +200,31 @@ pub(super) fn push(ctx: Option<&Context>) -> Result<Option<Pushed>, Error> {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if !self.primary {
+        let events = std::mem::take(self.events.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let (raw, device, primary) = (Handle::new(self.raw), self.device, self.primary);
+        if !primary && events.is_empty() {
             return;
         }
-        let (raw, device) = (Handle::new(self.raw), self.device);
+        let events = Handle::new(events);
         callback::destroy(move || {
-            let raw = raw.into_inner();
+            let (raw, events) = (raw.into_inner(), events.into_inner());
             let mut popped: sys::CUcontext = ptr::null_mut();
-            // SAFETY: the context is still retained; pending callbacks run before the release,
-            // so none outlives the context.
+            // SAFETY: the context is still retained (or, borrowed, still alive); the pooled
+            // events are done and ours. Pending callbacks run before the release, so none
+            // outlives the context.
             unsafe {
                 if sys::cuCtxPushCurrent(raw).is_ok() {
-                    let _ = sys::cuCtxSynchronize();
+                    for event in events {
+                        let _ = sys::cuEventDestroy(event);
+                    }
+                    if primary {
+                        let _ = sys::cuCtxSynchronize();
+                    }
                     let _ = sys::cuCtxPopCurrent(&mut popped);
                 }
-                let _ = sys::cuDevicePrimaryCtxRelease(device);
+                if primary {
+                    let _ = sys::cuDevicePrimaryCtxRelease(device);
+                }
             }
         });
     }

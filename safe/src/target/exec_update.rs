@@ -284,8 +284,7 @@ fn hold_in(graph: &Graph, store: &Arc<Store>) -> Result<GraphExec, Error> {
 /// let mut exec = graph.instantiate_updatable()?; // keeps the graph, so NodeIds stay valid
 /// exec.launch(&stream)?;
 /// exec.set_host_node(node, || println!("from the next launch on"))?; // no re-instantiation
-/// exec.launch(&stream)?;
-/// stream.completion()?.await?; // a Future, woken by a host function
+/// exec.launch_completion(&stream)?.await?; // a Future: the launch is done
 /// stream.launch_with_sync_mode(HostSyncMode::SpinWait, || {})?; // needs a CUDA 13.1 driver
 /// # Ok(()) }
 /// ```
@@ -360,6 +359,14 @@ impl UpdatableExec {
         // Before the launch: from here on the current closures count as seen by a launch.
         self.launched_at.set(self.generation);
         self.exec.launch(stream)
+    }
+
+    /// Launches the executable on `stream`, as [`launch`](Self::launch), and returns the
+    /// [`Completion`](super::Completion) of that launch, as [`Stream::completion`] would right
+    /// after.
+    pub fn launch_completion(&self, stream: &Stream) -> Result<super::Completion, Error> {
+        self.launch(stream)?;
+        stream.completion()
     }
 
     /// Makes the host node `node` call `f` from the next launch on

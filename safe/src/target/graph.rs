@@ -364,6 +364,14 @@ impl GraphExec {
         Ok(cuda_hostcb::load::resolved_driver_result("cuGraphLaunch", code.0)?)
     }
 
+    /// Launches the executable on `stream`, as [`launch`](Self::launch), and returns the
+    /// [`Completion`](super::Completion) of that launch (and of the stream's work before it), as
+    /// [`Stream::completion`] would right after.
+    pub fn launch_completion(&self, stream: &Stream) -> Result<super::Completion, Error> {
+        self.launch(stream)?;
+        stream.completion()
+    }
+
     /// Updates the executable from `graph`, of the same topology (`cuGraphExecUpdate`). The
     /// executable then holds `graph`'s closures; the ones it held before are dropped once no
     /// earlier launch needs them.

@@ -262,7 +262,7 @@ impl Stream {
     }
 
     #[inline]
-    fn status(&self) -> Result<CaptureStatus, Error> {
+    pub(super) fn status(&self) -> Result<CaptureStatus, Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         // SAFETY: the stream is valid; a valid out-pointer.
         unsafe { sys::cuStreamIsCapturing(self.raw, &mut status)? };
