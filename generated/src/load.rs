@@ -240,7 +240,10 @@ impl<F: Copy> DriverFn<F> {
     /// `F` must be an `unsafe extern "C" fn` type with the C signature of `base` at ABI
     /// `version`, and of the per-thread variant at its version: [`DriverFn::get`] hands the
     /// driver's address out as an `F`. `this` must return the static this value initialises:
-    /// its first-call stub resolves that one.
+    /// its first-call stub resolves that one. `this` must capture nothing (`|| &NAME`): the stub
+    /// makes its own value of `S` from no bytes, which the compiler checks only for size (a
+    /// zero-sized capture, a token type say, would be forged); the generated statics are all of
+    /// that form, and the generator's audit refuses any other.
     pub const unsafe fn new<S>(
         name: &'static CStr,
         base: &'static CStr,
@@ -356,6 +359,7 @@ impl<F: Copy> RuntimeFn<F> {
     /// `F` must be an `unsafe extern "C" fn` type with the C signature of `symbol` (and of its
     /// per-thread variant): [`RuntimeFn::get`] hands the export's address out as an `F`. `this`
     /// must return the static this value initialises: its first-call stub resolves that one.
+    /// `this` must capture nothing (`|| &NAME`), as for [`DriverFn::new`].
     pub const unsafe fn new<S>(
         symbol: &'static CStr,
         major: u32,

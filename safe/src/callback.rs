@@ -223,14 +223,27 @@ pub(crate) fn deferred() -> usize {
     DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).len()
 }
 
+/// A raw CUDA handle type (a context, stream, event, graph or executable pointer of one target's
+/// bindings, or a collection of them) that CUDA lets any thread destroy.
+///
+/// # Safety
+///
+/// Implement it only for CUDA's opaque handle pointers (each target's `CUstream`, `CUgraph`, ...),
+/// which carry no thread affinity, and for owned collections of such handles: [`Handle`] sends
+/// it to whichever thread runs the destruction.
+pub(crate) unsafe trait CudaHandle {}
+
+// SAFETY: a vector owns its handles; sending it sends each of them.
+unsafe impl<T: CudaHandle> CudaHandle for Vec<T> {}
+
 /// A CUDA handle carried into a deferred destruction, which may run on another thread.
-pub(crate) struct Handle<T>(T);
+pub(crate) struct Handle<T: CudaHandle>(T);
 
-// SAFETY: CUDA handles (streams, graphs, executables, contexts) may be destroyed from any
-// thread; a `Handle` is only ever moved into the one destruction of its handle.
-unsafe impl<T> Send for Handle<T> {}
+// SAFETY: `T` is a CUDA handle type (see `CudaHandle`), which CUDA lets any thread destroy; a
+// `Handle` is only ever moved into the one destruction of its handle.
+unsafe impl<T: CudaHandle> Send for Handle<T> {}
 
-impl<T> Handle<T> {
+impl<T: CudaHandle> Handle<T> {
     pub(crate) fn new(raw: T) -> Handle<T> {
         Handle(raw)
     }

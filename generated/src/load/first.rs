@@ -91,9 +91,11 @@ where
             "an entry point is named by a closure without captures"
         )
     };
-    // SAFETY: `S` is a zero-sized closure type (checked above), so it has no bytes to
-    // initialise; `DriverFn::new`/`RuntimeFn::new` take a value of it (their callers made one),
-    // and a closure that captures nothing has no invariant a conjured value could break.
+    // SAFETY: `S` is zero-sized (checked above), so it has no bytes to initialise. That alone
+    // does not prove it captures nothing (a zero-sized capture with an invariant would be
+    // forged here): `DriverFn::new`/`RuntimeFn::new` are unsafe and require a closure without
+    // captures (`|| &NAME`), the only form the generated statics have and the audit
+    // (`entry_point_violations`) accepts; such a closure has no invariant to break.
     let named: S = unsafe { std::mem::zeroed() };
     named()
 }

@@ -7,7 +7,18 @@ use std::sync::{Arc, Mutex};
 
 use super::sys;
 use crate::Error;
-use crate::callback::{self, Handle};
+use crate::callback::{self, CudaHandle, Handle};
+
+// SAFETY: CUDA's opaque handles of this target's bindings: any thread may destroy them.
+unsafe impl CudaHandle for sys::CUcontext {}
+// SAFETY: as above.
+unsafe impl CudaHandle for sys::CUstream {}
+// SAFETY: as above.
+unsafe impl CudaHandle for sys::CUevent {}
+// SAFETY: as above.
+unsafe impl CudaHandle for sys::CUgraph {}
+// SAFETY: as above.
+unsafe impl CudaHandle for sys::CUgraphExec {}
 
 /// A retained primary context of one device; clones share the retain.
 ///
