@@ -703,6 +703,7 @@ struct row { char *name; int version; int kind; };
 static struct row *table;  // NULL: the fixed procs table above answers
 static size_t n_table;
 static const struct row *last_row;  // the row the last table answer came from, or NULL
+static void *last_pfn;              // and the function it handed back
 static char last_symbol[256];       // the last query in table mode: symbol, version, flags
 static int last_version;
 static unsigned long long last_flags;
@@ -770,13 +771,15 @@ EXPORT int hostcb_stub_use_table(const char *path, int *line) {
   return 0;
 }
 
-// The row the last cuGetProcAddress answer in table mode came from: 1 and its name, version
-// and kind (0 plain, 1 ptsz, 2 ptds), or 0 if that call returned no function.
-EXPORT int hostcb_stub_last_proc(const char **name, int *version, int *kind) {
+// The row the last cuGetProcAddress answer in table mode came from: 1 and its name, version,
+// kind (0 plain, 1 ptsz, 2 ptds) and the function handed back, or 0 if that call returned no
+// function.
+EXPORT int hostcb_stub_last_proc(const char **name, int *version, int *kind, void **pfn) {
   if (!last_row) return 0;
   *name = last_row->name;
   *version = last_row->version;
   *kind = last_row->kind;
+  *pfn = last_pfn;
   return 1;
 }
 
@@ -833,6 +836,7 @@ static CUresult table_resolve(const char *symbol, void **pfn, int version,
   void *fn = implementation(symbol, abi);
   *pfn = fn ? fn : (void *)not_implemented;
   last_row = best;
+  last_pfn = *pfn;
   if (status) *status = 0;  // CU_GET_PROC_ADDRESS_SUCCESS
   return CUDA_SUCCESS;
 }

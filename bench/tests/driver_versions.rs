@@ -459,7 +459,12 @@ struct Stub {
     _lib: libloading::Library,
     count: unsafe extern "C" fn(c_int) -> u64,
     last_query: unsafe extern "C" fn(*mut *const c_char, *mut c_int, *mut u64) -> c_int,
-    last_proc: unsafe extern "C" fn(*mut *const c_char, *mut c_int, *mut c_int) -> c_int,
+    last_proc: unsafe extern "C" fn(
+        *mut *const c_char,
+        *mut c_int,
+        *mut c_int,
+        *mut *const c_void,
+    ) -> c_int,
     use_table: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int,
     not_implemented: *const c_void,
 }
@@ -527,21 +532,24 @@ impl Stub {
         }
     }
 
-    /// The row the last answer came from.
-    fn answer(&self) -> Option<Row> {
-        let (mut name, mut version, mut kind) = (std::ptr::null(), 0, 0);
+    /// The row the last answer came from, and the function it handed back.
+    fn answer(&self) -> Option<(Row, *const c_void)> {
+        let (mut name, mut version, mut kind, mut pfn) = (std::ptr::null(), 0, 0, std::ptr::null());
         // SAFETY: valid out-pointers; the row's name lives in the stub's table.
         unsafe {
-            ((self.last_proc)(&mut name, &mut version, &mut kind) != 0).then(|| {
+            ((self.last_proc)(&mut name, &mut version, &mut kind, &mut pfn) != 0).then(|| {
                 let kind = match kind {
                     1 => Kind::Ptsz,
                     2 => Kind::Ptds,
                     _ => Kind::Plain,
                 };
                 (
-                    CStr::from_ptr(name).to_string_lossy().into_owned(),
-                    version as u32,
-                    kind,
+                    (
+                        CStr::from_ptr(name).to_string_lossy().into_owned(),
+                        version as u32,
+                        kind,
+                    ),
+                    pfn,
                 )
             })
         }
@@ -655,10 +663,12 @@ fn child(driver: &str) -> Result<(), String> {
             let expected = rule(&table, &symbol, version, flags);
             match (&got, expected) {
                 (Ok(address), Some(row)) => {
-                    if stub.answer().as_ref() != Some(&row) {
+                    let answer = stub.answer();
+                    if answer.as_ref().map(|(r, _)| r) != Some(&row) {
+                        fail(format!("answered {answer:?}, the rule says {row:?}"));
+                    } else if answer.as_ref().is_some_and(|(_, pfn)| pfn != address) {
                         fail(format!(
-                            "answered {:?}, the rule says {row:?}",
-                            stub.answer()
+                            "resolved to {address:?}, the stub handed {answer:?}"
                         ));
                     } else if row == wanted {
                         counts.resolved += 1;
