@@ -22,6 +22,18 @@
 // as cuLaunchHostFunc does, except in a failed context, where it calls nothing (as the real
 // driver skips host functions then); its callers' guards are stream callbacks.
 //
+// A simulated driver version: hostcb_stub_use_table(path) makes cuGetProcAddress answer from a
+// table instead, the `PFN_<name>_v<version>[_ptsz|_ptds]` typedefs of one version's
+// cudaTypedefs.h, and cuDriverGetVersion give that version (the file's format is above
+// hostcb_stub_use_table). It answers as the real driver does: a version newer than the driver
+// is refused with CUDA_ERROR_INVALID_VALUE, an unknown name gives SYMBOL_NOT_FOUND, a name whose
+// every ABI is newer than the version asked for gives VERSION_NOT_SUFFICIENT, and otherwise the
+// newest ABI at or below that version comes back (under CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_
+// STREAM its _ptsz/_ptds twin where that ABI version has one). What comes back is the stub's own
+// function where it implements that name and ABI version, else one generic function that counts
+// its calls (COUNT_NOT_IMPLEMENTED) and returns STUB_NOT_IMPLEMENTED, a status no CUDA version
+// defines. hostcb_stub_last_proc tells which row the last call answered with.
+//
 // A failed context: hostcb_stub_fail_context(code) makes the stub act as a context that hit a
 // device error (a kernel that trapped) with stream callbacks still queued: cuStreamAddCallback
 // calls its callback with that code instead of success (as the real driver does), and
@@ -33,6 +45,7 @@
 // work is queued. The stub runs everything at once, so a bench marks a stream as busy with
 // hostcb_stub_set_pending(stream, 1) to measure the failing polling call.
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +92,7 @@ enum {
   COUNT_PROC_ADDRESS,    // cuGetProcAddress(_v2) calls
   COUNT_FAILED,          // calls that returned an error
   COUNT_ADD_CALLBACK,    // cuStreamAddCallback calls that succeeded (their callbacks called)
+  COUNT_NOT_IMPLEMENTED, // calls of the generic function (see hostcb_stub_use_table)
   COUNT_LEN
 };
 static unsigned long long counts[COUNT_LEN];
@@ -666,11 +680,174 @@ static const struct proc procs[] = {
   PROC("cuGetProcAddress", 11030, cuGetProcAddress),
 };
 
+// ---- a simulated driver version (hostcb_stub_use_table) ------------------------------------
+
+// The status of the generic function: no CUDA version defines it (CUresult values are below
+// 10,000).
+#define STUB_NOT_IMPLEMENTED 0x57AB
+
+// What every name the stub does not implement resolves to in table mode.
+static CUresult not_implemented(void) {
+  counts[COUNT_NOT_IMPLEMENTED]++;
+  return STUB_NOT_IMPLEMENTED;
+}
+
+// The generic function's address and status, for a caller that wants to recognise it.
+EXPORT void *hostcb_stub_not_implemented(int *status) {
+  if (status) *status = STUB_NOT_IMPLEMENTED;
+  return (void *)not_implemented;
+}
+
+enum { KIND_PLAIN, KIND_PTSZ, KIND_PTDS };
+struct row { char *name; int version; int kind; };
+static struct row *table;  // NULL: the fixed procs table above answers
+static size_t n_table;
+static const struct row *last_row;  // the row the last table answer came from, or NULL
+static void *last_pfn;              // and the function it handed back
+static char last_symbol[256];       // the last query in table mode: symbol, version, flags
+static int last_version;
+static unsigned long long last_flags;
+static int queried;
+
+// Makes cuGetProcAddress answer from the table in the file at `path` and cuDriverGetVersion give
+// its driver version: the stub's own control, not a CUDA function. Lines: `driver <version>`
+// first, then one `<name> <version>` per `PFN_<name>_v<version>` typedef and
+// `<name> <version> ptsz` (or `ptds`) per `PFN_<name>_v<version>_ptsz` (`_ptds`); `#` starts a
+// comment line. Returns 0, or -1 (and the table in force is kept) if the file cannot be read or
+// a line is malformed; `line` (if not NULL) gets the number of the line at fault, 0 if none.
+EXPORT int hostcb_stub_use_table(const char *path, int *line) {
+  if (line) *line = 0;
+  FILE *f = path ? fopen(path, "r") : NULL;
+  if (!f) return -1;
+  struct row *rows = NULL;
+  size_t n = 0, cap = 0;
+  int driver = -1, at = 0, ok = 1;
+  char buf[512];
+  while (ok && fgets(buf, sizeof buf, f)) {
+    at++;
+    char name[256], kind[8];
+    int version;
+    if (buf[0] == '#' || buf[0] == '\n') continue;
+    if (driver < 0) {
+      ok = sscanf(buf, "driver %d", &driver) == 1 && driver > 0;
+      continue;
+    }
+    int got = sscanf(buf, "%255s %d %7s", name, &version, kind);
+    int k = got == 2                            ? KIND_PLAIN
+            : got == 3 && !strcmp(kind, "ptsz") ? KIND_PTSZ
+            : got == 3 && !strcmp(kind, "ptds") ? KIND_PTDS
+                                                : -1;
+    // Its own growth, not grow(): another caller of that would change how the compiler
+    // inlines it into the measured paths (cuLaunchHostFunc, +6 instructions).
+    if (n == cap) {
+      size_t cap2 = cap ? cap * 2 : 1024;
+      struct row *more = realloc(rows, cap2 * sizeof *rows);
+      if (!more) k = -1;
+      else rows = more, cap = cap2;
+    }
+    if (k < 0 || version <= 0) {
+      ok = 0;
+      break;
+    }
+    rows[n].name = strdup(name);
+    rows[n].version = version;
+    rows[n].kind = k;
+    if (!rows[n].name) ok = 0;
+    n++;
+  }
+  fclose(f);
+  if (!ok || driver < 0) {
+    for (size_t i = 0; i < n; i++) free(rows[i].name);
+    free(rows);
+    if (line) *line = at;
+    return -1;
+  }
+  for (size_t i = 0; i < n_table; i++) free(table[i].name);
+  free(table);
+  table = rows;
+  n_table = n;
+  last_row = NULL;
+  driver_version = driver;
+  return 0;
+}
+
+// The row the last cuGetProcAddress answer in table mode came from: 1 and its name, version,
+// kind (0 plain, 1 ptsz, 2 ptds) and the function handed back, or 0 if that call returned no
+// function.
+EXPORT int hostcb_stub_last_proc(const char **name, int *version, int *kind, void **pfn) {
+  if (!last_row) return 0;
+  *name = last_row->name;
+  *version = last_row->version;
+  *kind = last_row->kind;
+  *pfn = last_pfn;
+  return 1;
+}
+
+// The last cuGetProcAddress query in table mode: 1 and its symbol, version and flags, or 0 if
+// none was made.
+EXPORT int hostcb_stub_last_query(const char **symbol, int *version, unsigned long long *flags) {
+  if (!queried) return 0;
+  *symbol = last_symbol;
+  *version = last_version;
+  *flags = last_flags;
+  return 1;
+}
+
+static void *implementation(const char *symbol, int version);
+
+// As `resolve` below, from the table.
+static CUresult table_resolve(const char *symbol, void **pfn, int version,
+                              unsigned long long flags, int *status) {
+  last_row = NULL;
+  queried = 1;
+  strncpy(last_symbol, symbol, sizeof last_symbol - 1);
+  last_version = version;
+  last_flags = flags;
+  if (version > driver_version) return fail(CUDA_ERROR_INVALID_VALUE);
+  int per_thread = (flags & 2) != 0;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+  const struct row *best = NULL;
+  int known = 0;
+  for (size_t i = 0; i < n_table; i++) {
+    const struct row *r = &table[i];
+    if (strcmp(r->name, symbol) != 0) continue;
+    known = 1;
+    if (r->version > version || (!per_thread && r->kind != KIND_PLAIN)) continue;
+    // The newest ABI; at one version, under the per-thread flag, its twin.
+    if (!best || r->version > best->version ||
+        (r->version == best->version && best->kind == KIND_PLAIN && r->kind != KIND_PLAIN))
+      best = r;
+  }
+  if (!best) {
+    if (status) *status = known ? 2 : 1;  // VERSION_NOT_SUFFICIENT : SYMBOL_NOT_FOUND
+    return CUDA_SUCCESS;
+  }
+  // A per-thread twin runs as the plain ABI it is the twin of: the newest at or below its
+  // version (cuMemcpyHtoD_v7000_ptds of cuMemcpyHtoD_v3020).
+  int abi = best->version;
+  if (best->kind != KIND_PLAIN) {
+    abi = 0;
+    for (size_t i = 0; i < n_table; i++) {
+      const struct row *r = &table[i];
+      if (r->kind == KIND_PLAIN && r->version <= best->version && r->version > abi &&
+          strcmp(r->name, symbol) == 0)
+        abi = r->version;
+    }
+  }
+  void *fn = implementation(symbol, abi);
+  *pfn = fn ? fn : (void *)not_implemented;
+  last_row = best;
+  last_pfn = *pfn;
+  if (status) *status = 0;  // CU_GET_PROC_ADDRESS_SUCCESS
+  return CUDA_SUCCESS;
+}
+
 // The newest ABI of `symbol` at or below `version`, as the driver resolves it.
-static CUresult resolve(const char *symbol, void **pfn, int version, int *status) {
+static CUresult resolve(const char *symbol, void **pfn, int version, unsigned long long flags,
+                        int *status) {
   counts[COUNT_PROC_ADDRESS]++;
   if (!symbol || !pfn) return fail(CUDA_ERROR_INVALID_VALUE);
   *pfn = NULL;
+  if (table) return table_resolve(symbol, pfn, version, flags, status);
   if (version > driver_version) return fail(CUDA_ERROR_INVALID_VALUE);
   const struct proc *best = NULL;
   int known = 0;
@@ -688,15 +865,21 @@ static CUresult resolve(const char *symbol, void **pfn, int version, int *status
   return CUDA_SUCCESS;
 }
 
+// The stub's function for exactly `symbol` at ABI `version`, or NULL. It serves the per-thread
+// twins too: the stub's streams are all explicit.
+static void *implementation(const char *symbol, int version) {
+  for (size_t i = 0; i < sizeof procs / sizeof *procs; i++)
+    if (procs[i].version == version && strcmp(procs[i].name, symbol) == 0) return procs[i].fn;
+  return NULL;
+}
+
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                     unsigned long long flags, int *status) {
-  (void)flags;
-  return resolve(symbol, pfn, version, status);
+  return resolve(symbol, pfn, version, flags, status);
 }
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version,
                                  unsigned long long flags) {
-  (void)flags;
-  CUresult rc = resolve(symbol, pfn, version, NULL);
+  CUresult rc = resolve(symbol, pfn, version, flags, NULL);
   return rc == CUDA_SUCCESS && !*pfn ? CUDA_ERROR_NOT_FOUND : rc;
 }

@@ -29,10 +29,15 @@ pub enum Count {
     ProcAddress,
     Failed,
     AddCallback,
+    #[allow(
+        dead_code,
+        reason = "mirrors the C list; only a simulated driver version counts it"
+    )]
+    NotImplemented,
 }
 
 impl Count {
-    pub const LEN: usize = 12;
+    pub const LEN: usize = 13;
 }
 
 /// A stub runtime's counters, in `cudart_stub.c`'s order.
