@@ -99,6 +99,22 @@
 //! - The raw path stays: `Stream::launch_raw` and `Graph::add_host_node_raw` hand a caller-owned
 //!   pointer and an `extern "C"` function to CUDA unchanged.
 //!
+//! The same, as a table (the holder's type names where it lives in this crate's source):
+//!
+//! | closure given to | holder (source) | dropped when | on which thread |
+//! | --- | --- | --- | --- |
+//! | `Stream::launch` | a one-shot cell, enqueued with `cuStreamAddCallback` (`callback::StreamCell`, `record::OneShot`) | after CUDA's one callback: run, or skipped after a context error | the reaper |
+//! | `Stream::launch_with_sync_mode` | a guarded cell (`callback::GuardedCell`) called by `cuLaunchHostFunc_v2`, and a guard stream callback right after it | after the guard's callback, called or skipped | the reaper |
+//! | `Stream::launch_fn`, plain stream | as `Stream::launch` | as `Stream::launch` | the reaper |
+//! | `Stream::launch_fn`, capturing stream | the capture's arena (`arena::Arena`), owned by a user object moved into the captured graph | after the last graph, clone, executable and launch holding it | the reaper |
+//! | `Graph::add_host_node` | a shared cell (`callback::Shared`), owned by a user object moved into the graph | as above | the reaper |
+//! | `UpdatableExec::set_host_node` | the executable's store (`exec_update`), held through a user object | once no launch can call it (replaced, or the executable gone) | the reaper |
+//! | `Stream::launch_raw`, `Graph::add_host_node_raw` | you | when you drop it | yours |
+//!
+//! A CUDA handle (stream, graph, executable) dropped inside a closure is destroyed on the next
+//! call of this crate from an ordinary thread (`deferred`); one that the closure owns goes with
+//! the closure, on the reaper thread.
+//!
 //! # After a context error
 //!
 //! Once a context has hit a device error, CUDA calls no host function again. What the user gets:
@@ -157,6 +173,7 @@
 mod arena;
 mod callback;
 mod capture;
+mod deferred;
 mod error;
 mod panic;
 mod reaper;

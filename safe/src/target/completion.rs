@@ -38,7 +38,8 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Instant;
 
 use super::{Context, Stream, sys};
-use crate::callback::{self, Handle};
+use crate::callback;
+use crate::deferred::{self, Handle};
 use crate::sticky::leaves_context_unusable;
 use crate::waiter::{self, Check, Shared, Watch};
 use crate::{CaptureStatus, Error};
@@ -130,7 +131,7 @@ impl Drop for Mark {
             }
             owner => {
                 let raw = Handle::new(owner.raw());
-                callback::destroy(move || {
+                deferred::destroy(move || {
                     let (event, raw) = (event.into_inner(), raw.into_inner());
                     // SAFETY: the event is ours; its context is alive (see `Owner`). CUDA
                     // releases a pending event once its work is done.

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use super::sys;
 use crate::Error;
-use crate::callback::{self, CudaHandle, Handle};
+use crate::callback;
+use crate::deferred::{self, CudaHandle, Handle};
 
 // SAFETY: CUDA's opaque handles of this target's bindings: any thread may destroy them.
 unsafe impl CudaHandle for sys::CUcontext {}
@@ -217,7 +218,7 @@ impl Drop for Inner {
             return;
         }
         let events = Handle::new(events);
-        callback::destroy(move || {
+        deferred::destroy(move || {
             let (raw, events) = (raw.into_inner(), events.into_inner());
             let mut popped: sys::CUcontext = ptr::null_mut();
             // SAFETY: the context is still retained (or, borrowed, still alive); the pooled

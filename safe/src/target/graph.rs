@@ -7,14 +7,15 @@ use std::ptr;
 use super::context::push;
 use super::sys;
 use super::{Context, Stream};
-use crate::callback::{self, Handle, HostFn, Shared};
+use crate::callback::{self, HostFn, Shared};
+use crate::deferred::{self, Handle};
 use crate::{Error, arena};
 
 /// `cuGraphLaunch`'s C type.
 type GraphLaunch = unsafe extern "C" fn(sys::CUgraphExec, sys::CUstream) -> sys::CUresult;
 
 /// `cuGraphLaunch` for [`GraphExec::launch`]'s fast path.
-static GRAPH_LAUNCH: callback::Gate<GraphLaunch> = callback::Gate::new(graph_launch_closed);
+static GRAPH_LAUNCH: deferred::Gate<GraphLaunch> = deferred::Gate::new(graph_launch_closed);
 
 /// [`GRAPH_LAUNCH`] closed: runs the destructions deferred by callbacks, opens the gate, and
 /// launches.
@@ -324,7 +325,7 @@ impl Graph {
 impl Drop for Graph {
     fn drop(&mut self) {
         let raw = Handle::new(self.raw);
-        callback::destroy(move || {
+        deferred::destroy(move || {
             // SAFETY: we own the graph. Its references to user objects go with it; clones and
             // executables keep their own.
             let _ = unsafe { sys::cuGraphDestroy(raw.into_inner()) };
@@ -411,7 +412,7 @@ impl GraphExec {
 impl Drop for GraphExec {
     fn drop(&mut self) {
         let raw = Handle::new(self.raw);
-        callback::destroy(move || {
+        deferred::destroy(move || {
             // SAFETY: we own the executable; CUDA defers freeing it (and releasing its user
             // objects) until its launches have finished.
             let _ = unsafe { sys::cuGraphExecDestroy(raw.into_inner()) };

@@ -8,7 +8,8 @@ use super::Context;
 use super::graph::{Graph, own_arena};
 use super::sys;
 use crate::arena;
-use crate::callback::{self, Handle, OneShot, stream_call};
+use crate::callback::{self, OneShot, stream_call};
+use crate::deferred::{self, Handle};
 use crate::sticky::{self, Book};
 use crate::{CaptureMode, CaptureStatus, Error};
 
@@ -316,7 +317,7 @@ impl Drop for Stream {
     fn drop(&mut self) {
         if self.owned {
             let raw = Handle::new(self.raw);
-            callback::destroy(move || {
+            deferred::destroy(move || {
                 // SAFETY: we own the stream; CUDA finishes its pending work before freeing it.
                 let _ = unsafe { sys::cuStreamDestroy(raw.into_inner()) };
             });
