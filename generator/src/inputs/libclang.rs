@@ -29,26 +29,40 @@ pub struct Libclang {
 }
 
 impl Libclang {
-    /// Makes this libclang the one bindgen uses on the calling thread: loaded once per process
-    /// and library file, then handed to clang-sys for this thread (clang-sys keeps its library
-    /// per thread, and bindgen loads one of its own only on a thread that has none).
+    /// Makes this libclang the one bindgen uses on the calling thread: loaded once per process,
+    /// then handed to clang-sys for this thread (clang-sys keeps its library per thread, and
+    /// bindgen loads one of its own only on a thread that has none).
     ///
-    /// clang-sys opens a library only where `LIBCLANG_PATH` points (its `SharedLibrary` cannot
-    /// be built from a path), so the variable names this file for the one call that loads it, and
-    /// is put back as it was right after, under a lock: it never carries the generator's state
-    /// from one generation to the next, and the caller's own value is only ever read once, by the
-    /// caller, into its configuration.
+    /// One process loads one libclang, named by its SHA-256 ([`Libclang::source`]): a second
+    /// activation of the same bytes (from another cache folder, say) reuses the loaded library,
+    /// and one of other bytes is refused with [`InputError::BadLibclangPath`]. That is what
+    /// makes the one environment write below sound: clang-sys opens a library only where
+    /// `LIBCLANG_PATH` points (its `SharedLibrary` cannot be built from a path), so the variable
+    /// names this file for the one call that loads it and is put back right after, and that
+    /// happens once per process, before any libclang code runs in it.
     pub fn activate(&self) -> Result<(), InputError> {
-        type Loaded = Vec<(PathBuf, Arc<clang_sys::SharedLibrary>)>;
-        static LOADED: Mutex<Loaded> = Mutex::new(Vec::new());
+        type Loaded = Option<(String, PathBuf, Arc<clang_sys::SharedLibrary>)>;
+        static LOADED: Mutex<Loaded> = Mutex::new(None);
         let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
-        let library = match loaded.iter().find(|(path, _)| *path == self.library) {
-            Some((_, library)) => library.clone(),
+        let library = match &*loaded {
+            Some((sha256, _, library)) if *sha256 == self.source.sha256 => library.clone(),
+            Some((sha256, path, _)) => {
+                return Err(InputError::BadLibclangPath {
+                    path: self.library.clone(),
+                    detail: format!(
+                        "this process has loaded another libclang already ({}, sha256 {sha256}), \
+                         and a process loads one; run this generation in a process of its own",
+                        path.display()
+                    ),
+                });
+            }
             None => {
                 let name = "LIBCLANG_PATH";
                 let before = std::env::var_os(name);
-                // SAFETY: the generator's own threads read no environment while this runs, and
-                // the lock serialises every load of the generator's callers.
+                // SAFETY: this runs only while no libclang is loaded in this process (under the
+                // lock above; once one loads, `loaded` keeps it and no later call gets here), so
+                // no libclang code runs meanwhile; Rust code on other threads reads the
+                // environment under std's own lock, which `set_var` takes.
                 unsafe { std::env::set_var(name, &self.library) };
                 let opened = clang_sys::load_manually();
                 // SAFETY: as above.
@@ -62,7 +76,11 @@ impl Libclang {
                     path: self.library.clone(),
                     detail: format!("cannot be loaded: {detail}"),
                 })?);
-                loaded.push((self.library.clone(), library.clone()));
+                *loaded = Some((
+                    self.source.sha256.clone(),
+                    self.library.clone(),
+                    library.clone(),
+                ));
                 library
             }
         };
