@@ -1,5 +1,6 @@
 // Template of one generated file (driver or runtime API of one CTK target). The generator fills
-// __DOC__ (the module documentation), fills the `entry` module with one static per function and
+// __DOC__ (the module documentation), __Ret__ (the API's status type: CUresult or cudaError_t),
+// fills the `entry` module with one static per function and
 // lists them in `ALL`, and appends the types and wrappers after these items; the `use` of the
 // loading functions is kept only for the API the file covers.
 
@@ -33,4 +34,15 @@ pub mod entry {
 
     /// Every entry point of this file, in name order.
     pub static ALL: &[&dyn Entry] = &[];
+}
+
+// The API's status type is what the first-call stubs return (crate::load::Status). It is built
+// with its own constructor, `Self(raw)`, which compiles only while bindgen emits it as a newtype
+// of `c_uint`, for which every value (the stubs' UNRESOLVED included) is valid.
+impl crate::load::StatusSealed for __Ret__ {}
+impl crate::load::Status for __Ret__ {
+    #[inline(always)]
+    fn from_raw(raw: u32) -> Self {
+        Self(raw)
+    }
 }

@@ -60,7 +60,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use crate::error::{Api, Error};
 
 pub use driver::{driver_result, driver_version, resolved_driver_result};
-pub use first::{FirstCall, Resolve, UNRESOLVED, take_unresolved};
+pub(crate) use first::StatusSealed;
+pub use first::{FirstCall, Resolve, Status, UNRESOLVED, take_unresolved};
 pub use runtime::{runtime_result, runtime_version};
 pub use stream::{DefaultStream, default_stream, set_default_stream};
 

@@ -154,7 +154,11 @@ impl Templates {
 pub fn write_api(model: &Model, api: &ApiModel, templates: &ParsedTemplates) -> syn::File {
     let mut file = templates.file.clone();
     let doc = module_doc(model, api.api);
-    Filler::for_module(doc).visit_file_mut(&mut file);
+    let status: syn::Type = match api.api {
+        Api::Driver => syn::parse_quote!(CUresult),
+        Api::Runtime => syn::parse_quote!(cudaError_t),
+    };
+    Filler::for_module(doc, status).visit_file_mut(&mut file);
     // Keep only the loader items this API uses.
     let drop: &[&str] = match api.api {
         Api::Driver => &["RuntimeFn", "runtime_result"],
@@ -449,7 +453,8 @@ struct Filler {
 }
 
 impl Filler {
-    fn for_module(doc: Vec<String>) -> Self {
+    /// The filler of a file's template: its documentation, and `__Ret__`, the API's status type.
+    fn for_module(doc: Vec<String>, status: syn::Type) -> Self {
         Filler {
             doc: doc
                 .iter()
@@ -458,7 +463,7 @@ impl Filler {
             name: None,
             base: String::new(),
             params: Vec::new(),
-            ret: None,
+            ret: Some(status),
             version: 0,
             major: 0,
             per_thread: None,

@@ -63,6 +63,11 @@ pub(super) mod sealed {
     pub trait Sealed {}
 }
 
+/// Only the generated status types are [`Status`]es: implemented by the generated files, and
+/// not nameable outside this crate.
+#[doc(hidden)]
+pub trait StatusSealed {}
+
 /// A C function-pointer type that has first-call stubs: `unsafe extern "C" fn(A0, .., An) ->
 /// R` for up to 20 parameters whose return type `R` is a 32-bit status (`CUresult`,
 /// `cudaError_t`).
@@ -100,18 +105,43 @@ where
     named()
 }
 
+/// A CUDA status type that a first-call stub returns: each target's `CUresult` and
+/// `cudaError_t`, and nothing else (the trait is sealed).
+///
+/// [`Status::from_raw`] builds the status from any integer, [`UNRESOLVED`] included, with the
+/// type's own constructor: `Self(raw)`, which compiles only while bindgen emits the status as a
+/// newtype of `c_uint` (for which every value is valid). Were it ever emitted as a Rust `enum`,
+/// for which an undeclared value is undefined behaviour, the implementations (each generated
+/// file's, from `templates/file.rs`) would stop compiling rather than the stubs quietly
+/// transmuting. No type outside this crate can be one:
+///
+/// ```compile_fail,E0277
+/// #[derive(Clone, Copy)]
+/// struct Mine(u32);
+/// impl cuda_hostcb::load::Status for Mine {
+///     fn from_raw(raw: u32) -> Self {
+///         Mine(raw)
+///     }
+/// }
+/// ```
+pub trait Status: Copy + StatusSealed {
+    /// The status of value `raw`.
+    #[doc(hidden)]
+    fn from_raw(raw: u32) -> Self;
+}
+
+// A plain status integer (entry points declared by hand, as a test's, may return one).
+impl StatusSealed for u32 {}
+impl Status for u32 {
+    #[inline(always)]
+    fn from_raw(raw: u32) -> Self {
+        raw
+    }
+}
+
 /// `UNRESOLVED` as the status type `R`, with `error` left for the thread.
-fn unresolved<R: Copy>(error: &'static Error) -> R {
-    const {
-        assert!(
-            size_of::<R>() == 4 && align_of::<R>() == 4,
-            "a first-call stub returns a 32-bit status"
-        )
-    };
-    let status = leave(error);
-    // SAFETY: `R` is a 32-bit status (checked above: `CUresult` and `cudaError_t` are
-    // `#[repr(transparent)]` wrappers of `c_uint`, for which every value is valid).
-    unsafe { std::mem::transmute_copy::<u32, R>(&status) }
+fn unresolved<R: Status>(error: &'static Error) -> R {
+    R::from_raw(leave(error))
 }
 
 /// Leaves `error` for the thread; [`UNRESOLVED`]. Out of line and not generic, as is
@@ -140,7 +170,7 @@ macro_rules! first_calls {
         where
             S: Fn() -> &'static T + Copy,
             T: Resolve + 'static,
-            R: Copy,
+            R: Status,
         {
             match resolve(entry_point::<S, T>()) {
                 // SAFETY: `FirstCall`'s implementation below is this function's type, which
@@ -159,7 +189,7 @@ macro_rules! first_calls {
         where
             S: Fn() -> &'static T + Copy,
             T: Resolve + 'static,
-            R: Copy,
+            R: Status,
         {
             const STUB: *const c_void =
                 $stub::<S, T, R, $($A),*> as unsafe extern "C" fn($($A),*) -> R as *const c_void;
