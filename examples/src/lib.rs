@@ -29,6 +29,16 @@ pub type Outcome = Result<String, Box<dyn Error>>;
 /// succeeds, or prints `error: <name>: <why>` and fails. Without a GPU it prints
 /// `SKIP: <name>: <reason>` and succeeds, unless `REQUIRE_GPU=1`, where it fails.
 pub fn run(name: &str, example: impl FnOnce() -> Outcome) -> ExitCode {
+    // cargo-nextest first lists each test binary's tests (`--list --format terse`, and the
+    // ignored ones with `--ignored`), then runs each in a process of its own: an example is one
+    // test, named after it, and never ignored.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        if !args.iter().any(|a| a == "--ignored") {
+            println!("{name}: test");
+        }
+        return ExitCode::SUCCESS;
+    }
     let gpu = hostcb_gate::probe_gpu();
     let usable = gpu
         .as_ref()

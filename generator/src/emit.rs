@@ -315,11 +315,18 @@ pub fn rust_file(ctk: Ctk, name: &str, file: &syn::File) -> Result<GeneratedFile
     seal_file(ctk, target_dir(ctk).join(name), "//", body)
 }
 
-/// The provenance manifest of one target: what generated it, from which inputs.
+/// The file name of a target's provenance manifest, in its folder ([`target_dir`]).
+pub const PROVENANCE: &str = "provenance.toml";
+
+/// The provenance manifest of one target: what generated it, from which inputs, and the SHA-256
+/// of its summary's text (`[summary]`, [`crate::model::Summary::to_text`]): the one summary of
+/// the target that a later `regen --ctk X` may take from the input cache
+/// ([`sealed_summary_sha256`]).
 pub fn provenance_file(
     ctk: Ctk,
     inputs: &[Provenance],
     files: &[&GeneratedFile],
+    summary_sha256: &str,
 ) -> Result<GeneratedFile, EmitError> {
     let mut body = String::new();
     body.push_str("# Provenance of the generated bindings of this target.\n\n");
@@ -345,7 +352,41 @@ pub fn provenance_file(
             .unwrap_or_default();
         body.push_str(&format!("\n[[file]]\npath = \"{name}\"\n"));
     }
-    seal_file(ctk, target_dir(ctk).join("provenance.toml"), "#", body)
+    body.push_str(&format!("{SUMMARY_SECTION}{summary_sha256}\"\n"));
+    seal_file(ctk, target_dir(ctk).join(PROVENANCE), "#", body)
+}
+
+/// How the summary's digest is written in a provenance manifest, up to the digest.
+const SUMMARY_SECTION: &str = "\n[summary]\nsha256 = \"";
+
+/// The SHA-256 of the summary that the sealed provenance manifest of `ctk` in the generated crate
+/// at `root` records, when that file is there, its seal checks and names `ctk`, and it records
+/// one; `None` otherwise. What vouches for a cached summary: the repository's own sealed file,
+/// never the cache that holds the summary.
+pub fn sealed_summary_sha256(root: &Path, ctk: Ctk) -> Option<String> {
+    let bytes = std::fs::read(root.join(target_dir(ctk)).join(PROVENANCE)).ok()?;
+    let seal = hostcb_seal::check_contents(&bytes).ok()?;
+    if seal.ctk != ctk.to_string() {
+        return None;
+    }
+    summary_sha256_of(std::str::from_utf8(&bytes).ok()?)
+}
+
+/// The digest after the one [`SUMMARY_SECTION`] of a provenance manifest's text.
+fn summary_sha256_of(text: &str) -> Option<String> {
+    let mut sections = text.match_indices(SUMMARY_SECTION);
+    let (at, _) = sections.next()?;
+    if sections.next().is_some() {
+        return None;
+    }
+    let rest = &text[at + SUMMARY_SECTION.len()..];
+    let (digest, after) = rest.split_once('"')?;
+    (digest.len() == 64
+        && digest
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        && after.starts_with('\n'))
+    .then(|| digest.to_owned())
 }
 
 fn seal_file(
@@ -909,7 +950,27 @@ mod tests {
         assert_eq!(other.sources.as_deref(), Some("0".repeat(64).as_str()));
         assert!(RecordedGenerator::of_file(b"pub fn d() {}\n").is_none());
 
-        let provenance = provenance_file(Ctk::V12_9, &[], &[&file]).unwrap();
+        let provenance = provenance_file(Ctk::V12_9, &[], &[&file], &"ab".repeat(32)).unwrap();
+        // The summary's digest is read back from the sealed file, and only from a sealed file
+        // of this target.
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join(&provenance.path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &provenance.contents).unwrap();
+        assert_eq!(
+            sealed_summary_sha256(root.path(), Ctk::V12_9),
+            Some("ab".repeat(32))
+        );
+        let edited = provenance
+            .contents
+            .replace(&"ab".repeat(32), &"cd".repeat(32));
+        std::fs::write(&path, &edited).unwrap();
+        assert_eq!(sealed_summary_sha256(root.path(), Ctk::V12_9), None);
+        std::fs::write(&path, &provenance.contents).unwrap();
+        let other = root.path().join(target_dir(Ctk::V13_0)).join(PROVENANCE);
+        std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+        std::fs::copy(&path, other).unwrap();
+        assert_eq!(sealed_summary_sha256(root.path(), Ctk::V13_0), None);
         assert!(
             provenance.contents.contains(&format!(
                 "\n[generator]\nname = \"hostcb-generator\"\nversion = \"{GENERATOR_VERSION}\"\nsources_sha256 = \"{}\"\n",

@@ -128,10 +128,13 @@ pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, Gene
     target_mod.items.push(oracle.module_item);
     let module = rust_file(ctk, "mod.rs", &target_mod)?;
     let layout = rust_file(ctk, layout::FILE, &oracle.file)?;
+    // The summary's digest, sealed with the target's files: what vouches for a cached summary.
+    let summary = Summary::of(&model).to_text();
     let provenance = emit::provenance_file(
         ctk,
         &inputs.provenance(),
         &[&module, &driver, &runtime, &layout],
+        &crate::inputs::sha256_hex(summary.as_bytes()),
     )?;
     Ok(Generated {
         ctk,
@@ -188,7 +191,11 @@ pub enum Others {
     Read,
     /// From the summary cache (`<cache>/summaries/`, keyed by the hashes of everything the
     /// summary depends on), reading the headers only on a miss: what `regen --ctk X` does, so it
-    /// need not download the other targets' wheels once it has read them.
+    /// need not download the other targets' wheels once it has read them. The cache is writable
+    /// by whoever shares it, so it is trusted with nothing: a cached summary is used only when
+    /// its SHA-256 is the one the target's committed, sealed `provenance.toml` records (written
+    /// there by the regen that generated the target from its hash-checked headers); any other is
+    /// ignored with a warning that names it, and the headers are read instead.
     Cached,
 }
 
@@ -241,13 +248,16 @@ pub fn generate_crate_with(
 
     let cache = summaries::Cache::new(config);
     let mut jobs: Vec<Job> = ctks.iter().map(|&c| Job::Generate(c)).collect();
-    let mut cached = Vec::new();
+    let (mut cached, mut ignored) = (Vec::new(), Vec::new());
     for &ctk in &config.targets {
         if ctks.contains(&ctk) {
             continue;
         }
         let hit = match (others, &cache) {
-            (Others::Cached, Some(cache)) => cache.load(ctk),
+            (Others::Cached, Some(cache)) => cache.load(ctk).unwrap_or_else(|warning| {
+                ignored.push(warning);
+                None
+            }),
             _ => None,
         };
         match hit {
@@ -317,7 +327,7 @@ pub fn generate_crate_with(
         }
     });
     // Every job ran unless one failed, and then its error is among the results.
-    let (mut generated, mut summarised, mut warnings) = (Vec::new(), cached, Vec::new());
+    let (mut generated, mut summarised, mut warnings) = (Vec::new(), cached, ignored);
     for made in results.into_iter().flatten() {
         match made? {
             Made::Generated(output) => generated.push(output),

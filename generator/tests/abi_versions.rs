@@ -22,7 +22,7 @@ use regex::Regex;
 /// This checkout's configuration, with the environment's input cache and libclang choice.
 fn config() -> Config {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    Config::load(root, &Environment::of_process()).expect("the configuration")
+    Config::load(root, &tests_environment()).expect("the configuration")
 }
 
 /// One `PFN_` typedef: its version, per-thread suffix (`""`, `_ptsz`, `_ptds`), arity, and its
@@ -532,4 +532,15 @@ fn the_audit_stops_a_template_that_shadows_the_host_function() {
             && !text.contains('\n'),
         "{text}"
     );
+}
+
+/// This process's environment, with the tests' own input cache where `HOSTCB_INPUTS_CACHE` is
+/// unset (never the checkout's `target/hostcb-inputs`, which another step may or may not have
+/// filled); the tests fetch what they read into it, hash-checked.
+fn tests_environment() -> Environment {
+    let mut environment = Environment::of_process();
+    environment.inputs_cache.get_or_insert_with(|| {
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs")
+    });
+    environment
 }

@@ -11,7 +11,7 @@ fn model(ctk: Ctk) -> hostcb_generator::model::Model {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap();
-    let ws = Config::load(root, &Environment::of_process()).expect("the configuration");
+    let ws = Config::load(root, &tests_environment()).expect("the configuration");
     pipeline::read_model(&ws, ctk, &Options::default()).expect("read the model")
 }
 
@@ -167,4 +167,15 @@ fn the_compatibility_table_gives_each_target_its_versions() {
             .count(),
         2
     );
+}
+
+/// This process's environment, with the tests' own input cache where `HOSTCB_INPUTS_CACHE` is
+/// unset (never the checkout's `target/hostcb-inputs`, which another step may or may not have
+/// filled); the tests fetch what they read into it, hash-checked.
+fn tests_environment() -> Environment {
+    let mut environment = Environment::of_process();
+    environment.inputs_cache.get_or_insert_with(|| {
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs")
+    });
+    environment
 }

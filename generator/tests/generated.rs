@@ -14,7 +14,7 @@ use hostcb_generator::pipeline::{self, Options};
 /// This checkout's configuration, with the environment's input cache and libclang choice.
 fn config() -> Config {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    Config::load(root, &Environment::of_process()).expect("the configuration")
+    Config::load(root, &tests_environment()).expect("the configuration")
 }
 
 fn committed(ctk: Ctk, api: &str) -> (PathBuf, syn::File) {
@@ -484,4 +484,15 @@ fn unresolved_is_no_cuda_status() {
             );
         }
     }
+}
+
+/// This process's environment, with the tests' own input cache where `HOSTCB_INPUTS_CACHE` is
+/// unset (never the checkout's `target/hostcb-inputs`, which another step may or may not have
+/// filled); the tests fetch what they read into it, hash-checked.
+fn tests_environment() -> Environment {
+    let mut environment = Environment::of_process();
+    environment.inputs_cache.get_or_insert_with(|| {
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs")
+    });
+    environment
 }

@@ -1,6 +1,6 @@
 //! The summary cache that lets `regen --ctk X` leave the other listed targets' wheels alone, on
 //! the real pinned inputs (network on first use, as the other pipeline tests; the scratch cache
-//! gets its wheels from the shared one), and the parallel generation giving the bytes of the
+//! gets its wheels from the tests' one), and the parallel generation giving the bytes of the
 //! serial one.
 
 use std::collections::BTreeSet;
@@ -12,7 +12,7 @@ use hostcb_generator::pipeline::{self, CrateOutput, Options, Others};
 
 fn config() -> Config {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    Config::load(root, &Environment::of_process()).expect("the configuration")
+    Config::load(root, &tests_environment()).expect("the configuration")
 }
 
 fn wheels(cache: &Path) -> BTreeSet<String> {
@@ -179,4 +179,15 @@ fn parallel_generation_gives_the_serial_bytes() {
         assert_eq!(a.path, b.path);
         assert!(a.contents == b.contents, "{} differs", a.path.display());
     }
+}
+
+/// This process's environment, with the tests' own input cache where `HOSTCB_INPUTS_CACHE` is
+/// unset (never the checkout's `target/hostcb-inputs`, which another step may or may not have
+/// filled); the tests fetch what they read into it, hash-checked.
+fn tests_environment() -> Environment {
+    let mut environment = Environment::of_process();
+    environment.inputs_cache.get_or_insert_with(|| {
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs")
+    });
+    environment
 }

@@ -55,8 +55,11 @@ fn main() -> ExitCode {
     }
     let args = Arguments::from_args();
     let probe = Probe::run();
-    for line in probe.lines() {
-        println!("{line}");
+    // Listing (`--list`, as cargo-nextest asks each binary) prints the trials alone on stdout.
+    if !args.list {
+        for line in probe.lines() {
+            println!("{line}");
+        }
     }
     let mut trials = Vec::new();
     for target in targets() {
@@ -74,7 +77,9 @@ fn main() -> ExitCode {
                     Trial::test(name, move || run_child(target, mode))
                 }
                 Gate::Skip(reason) => {
-                    println!("SKIP {name}: {reason}");
+                    if !args.list {
+                        println!("SKIP {name}: {reason}");
+                    }
                     Trial::test(name, || Ok(())).with_ignored_flag(true)
                 }
                 Gate::Fail(reason) => Trial::test(name, move || Err(reason.into())),

@@ -17,6 +17,7 @@ mod api;
 mod bench;
 mod ci;
 mod coldbench;
+mod fuzz;
 mod layout;
 mod pin;
 mod sources;
@@ -90,6 +91,9 @@ enum Command {
     },
     /// Time regen (next to its bindgen floor), verify, check and builds of the generated crate.
     Bench(bench::Args),
+    /// Fuzz the parsers of untrusted input (seal lines, sealed files, inputs.lock, cached
+    /// summaries, wheels and their RECORD) for a long run; `cargo test` runs a short one.
+    Fuzz(fuzz::Args),
     /// Time cold builds of a program using one target, against cudarc's sys layer, side by side;
     /// sealed source per target; the layout oracle's counts.
     BenchCold(coldbench::Args),
@@ -272,6 +276,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::run(&load()?, args),
         Command::Layout(args) => layout::run(&load()?, args),
         Command::BenchCold(args) => coldbench::run(&load()?, args),
+        Command::Fuzz(args) => fuzz::run(&root, args),
     };
     done.map(|()| ExitCode::SUCCESS)
 }

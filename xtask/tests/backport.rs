@@ -11,6 +11,7 @@
 //! of its own, seeded from this test's: a few minutes.
 
 mod clones;
+mod fixture;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! Bad input to `cargo xtask`: each case must end with one clear `error:` line, a non-zero exit,
 //! and nothing under `generated/` changed. The binary is run for real, with the real inputs.
 
+mod fixture;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -57,7 +59,9 @@ fn output_within(mut cmd: Command, limit: Duration) -> std::process::Output {
 fn fails(args: &[&str], env: &[(&str, &str)]) -> String {
     let before = snapshot();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(args).current_dir(workspace());
+    cmd.args(args)
+        .current_dir(workspace())
+        .env("HOSTCB_INPUTS_CACHE", fixture::cache());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -237,33 +241,8 @@ fn an_unwritable_output_directory() {
 fn a_downloaded_package_whose_hash_differs_from_the_lock() {
     let cache = tempfile::tempdir().unwrap();
     let index = tempfile::tempdir().unwrap();
-    // The real runtime wheel (from the shared input cache, or PyPI), so that only the crt wheel
-    // is wrong.
-    let runtime =
-        "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
-    let cached = workspace()
-        .join("target/hostcb-inputs/wheels")
-        .join(runtime);
-    if std::fs::copy(&cached, index.path().join(runtime)).is_err() {
-        let ok = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary=:all:",
-            ])
-            .args(["--platform", "manylinux2014_x86_64", "-d"])
-            .arg(index.path())
-            .arg("nvidia-cuda-runtime==13.0.96")
-            .status()
-            .expect("run pip");
-        assert!(
-            ok.success(),
-            "pip could not fetch nvidia-cuda-runtime==13.0.96"
-        );
-    }
+    // The real runtime wheel (from the tests' fixture), so that only the crt wheel is wrong.
+    fixture::copy_wheels(&["nvidia-cuda-runtime==13.0.96"], index.path());
     let name = "nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
     let mut zip = zip::ZipWriter::new(std::fs::File::create(index.path().join(name)).unwrap());
     zip.start_file::<_, ()>("nvidia/cu13/include/crt/host_defines.h", Default::default())
@@ -344,7 +323,9 @@ fn verify_catches_a_tampered_copy() {
 /// Runs the xtask with `env`, asserting success, and returns its stderr.
 fn succeeds(args: &[&str], env: &[(&str, &str)]) -> String {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(args).current_dir(workspace());
+    cmd.args(args)
+        .current_dir(workspace())
+        .env("HOSTCB_INPUTS_CACHE", fixture::cache());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -354,21 +335,18 @@ fn succeeds(args: &[&str], env: &[(&str, &str)]) -> String {
     stderr
 }
 
-/// The wheels of target 13.0 and libclang, from this checkout's input cache when it has them.
+/// The wheels of target 13.0 and libclang.
 const WHEELS_13_0: [&str; 3] = [
     "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
     "nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
     "libclang-18.1.1-py2.py3-none-manylinux2010_x86_64.whl",
 ];
 
-/// Copies the cached 13.0 wheels into `dir` (pip fetches any that are missing).
+/// Copies the 13.0 wheels and libclang's ([`WHEELS_13_0`]) from the tests' fixture into `dir`.
 fn copy_wheels(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
+    fixture::copy_wheels(&fixture::target_specs(hostcb_generator::Ctk::V13_0), dir);
     for w in WHEELS_13_0 {
-        let _ = std::fs::copy(
-            workspace().join("target/hostcb-inputs/wheels").join(w),
-            dir.join(w),
-        );
+        assert!(dir.join(w).is_file(), "the fixture lacks {w}");
     }
 }
 
@@ -581,7 +559,7 @@ fn libclang_path_without_a_libclang() {
     use hostcb_generator::inputs::{Fetcher, LOCK_PATH, Lock, Pip};
     let lock = Lock::load(&workspace().join(LOCK_PATH)).unwrap();
     let pinned = Fetcher::new(lock, Box::new(Pip::default()))
-        .libclang(&workspace().join("target/hostcb-inputs"))
+        .libclang(&fixture::cache())
         .unwrap()
         .library;
     let versioned = tempfile::tempdir().unwrap();
@@ -605,30 +583,10 @@ fn libclang_path_without_a_libclang() {
 // copies of them edited here. pin runs in a copy of the workspace's data (so a pin that succeeds
 // rewrites that copy's lock, never this checkout's) with its own input cache.
 
-/// The real 13.0 header wheels, from this checkout's input cache (or PyPI).
+/// The real 13.0 header wheels (and libclang's), from the tests' fixture.
 fn real_13_0_wheels() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     copy_wheels(dir.path());
-    for (spec, file) in [
-        ("nvidia-cuda-runtime==13.0.96", WHEELS_13_0[0]),
-        ("nvidia-cuda-crt==13.0.88", WHEELS_13_0[1]),
-    ] {
-        if !dir.path().join(file).is_file() {
-            let ok = Command::new("python3")
-                .args(["-m", "pip", "download", "-q", "--no-deps"])
-                .args([
-                    "--only-binary=:all:",
-                    "--platform",
-                    "manylinux2014_x86_64",
-                    "-d",
-                ])
-                .arg(dir.path())
-                .arg(spec)
-                .status()
-                .expect("run pip");
-            assert!(ok.success(), "pip could not fetch {spec}");
-        }
-    }
     dir
 }
 

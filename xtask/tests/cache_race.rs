@@ -4,7 +4,9 @@
 //! with is reported once, by the process that unpacks it again, not by the others.
 //!
 //! Slow: about 2–4 minutes on a 2-core machine (each round runs three generations of the
-//! committed targets at once). The wheels come from this checkout's input cache (or PyPI).
+//! committed targets at once). The wheels come from the tests' fixture (`fixture/mod.rs`).
+
+mod fixture;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -56,17 +58,13 @@ fn two_regens_and_a_check_share_one_cache() {
     let cache = tempfile::tempdir().unwrap();
     let wheels = cache.path().join("wheels");
     std::fs::create_dir_all(&wheels).unwrap();
-    // The wheels of the listed targets (and libclang), from this checkout's cache when it has
-    // them; a first run fetches any that are missing.
-    for e in std::fs::read_dir(workspace().join("target/hostcb-inputs/wheels"))
+    // The wheels of the listed targets (and libclang), from the tests' fixture.
+    let specs: Vec<String> = hostcb_generator::config::Config::listed_targets(&workspace())
+        .unwrap()
         .into_iter()
-        .flatten()
-    {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "whl") {
-            std::fs::copy(&p, wheels.join(p.file_name().unwrap())).unwrap();
-        }
-    }
+        .flat_map(fixture::target_specs)
+        .collect();
+    fixture::copy_wheels(&specs, &wheels);
     let env = cache.path().to_str().unwrap().to_owned();
     let run_all = || {
         let children: Vec<_> = [

@@ -3,6 +3,8 @@
 
 use std::process::{Command, Output};
 
+mod fixture;
+
 fn diff(args: &[&str]) -> Output {
     let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     Command::new(env!("CARGO_BIN_EXE_xtask"))
@@ -10,6 +12,7 @@ fn diff(args: &[&str]) -> Output {
         .args(args)
         .current_dir(std::path::Path::new(&dir).parent().unwrap())
         .env_remove("CARGO_MANIFEST_DIR")
+        .env("HOSTCB_INPUTS_CACHE", fixture::cache())
         .output()
         .expect("run xtask")
 }

@@ -3,6 +3,8 @@
 //! prove they wrote, survive a killed or overlapping run, never write through a symbolic link,
 //! and never open a FIFO where a file should be.
 
+mod fixture;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -47,12 +49,10 @@ fn a_listed_target() -> (String, String) {
     (format!("ctk_{}", ctk.replace('.', "_")), ctk)
 }
 
-/// Runs the xtask in the checkout at `cwd`, reading this checkout's input cache; kills it and
+/// Runs the xtask in the checkout at `cwd`, reading the tests' input cache; kills it and
 /// fails the test after `limit` (a hang is a failure, not a stuck test run).
 fn xtask(args: &[&str], cwd: &Path, limit: Duration) -> Output {
-    let cache = std::env::var_os("HOSTCB_INPUTS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/hostcb-inputs"));
+    let cache = fixture::cache();
     let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(args)
         .current_dir(cwd)
@@ -206,6 +206,7 @@ fn overlapping_regens_do_not_fail_each_other() {
                     .args(["regen", "--ctk", "all", "--out", &path])
                     .current_dir(workspace())
                     .env_remove("CARGO_MANIFEST_DIR")
+                    .env("HOSTCB_INPUTS_CACHE", fixture::cache())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()

@@ -1,6 +1,8 @@
 //! `cargo xtask regen --out DIR`: a whole tree written elsewhere (a backport checkout), sealed,
 //! and a second run that writes nothing.
 
+mod fixture;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -17,6 +19,7 @@ fn run_regen(out: &Path) -> std::process::Output {
         .args(["regen", "--ctk", "12.9", "--out"])
         .arg(out)
         .current_dir(workspace())
+        .env("HOSTCB_INPUTS_CACHE", fixture::cache())
         .output()
         .expect("run xtask")
 }
@@ -122,6 +125,7 @@ fn xtask(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(args)
         .current_dir(workspace())
+        .env("HOSTCB_INPUTS_CACHE", fixture::cache())
         .output()
         .expect("run xtask")
 }

@@ -9,6 +9,7 @@
 //! crates twice (under a minute, seeded from this test's own target dir).
 
 mod clones;
+mod fixture;
 
 use std::path::Path;
 use std::process::Command;

@@ -4,6 +4,7 @@
 //! changed, with the real xtask binary and the real pinned inputs.
 
 mod clones;
+mod fixture;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -53,10 +54,8 @@ fn workspace_copy() -> tempfile::TempDir {
 }
 
 fn xtask(root: &Path, args: &[&str]) -> Output {
-    // The copy reads the inputs this checkout has cached (the same pinned, hash-checked files).
-    let cache = std::env::var_os("HOSTCB_INPUTS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/hostcb-inputs"));
+    // The copy reads the tests' input cache (the same pinned, hash-checked files).
+    let cache = fixture::cache();
     Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(args)
         .current_dir(root)

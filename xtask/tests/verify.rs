@@ -1,6 +1,8 @@
 //! `cargo xtask verify` on damaged copies of the committed bindings: every failure is one line
 //! naming the file, the reason and the `--ctk` to regenerate, and nothing makes it hang.
 
+mod fixture;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -42,6 +44,7 @@ fn verify(paths: &[&Path]) -> (bool, String) {
         .arg("verify")
         .args(paths)
         .current_dir(workspace())
+        .env("HOSTCB_INPUTS_CACHE", fixture::cache())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

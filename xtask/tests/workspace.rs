@@ -5,6 +5,8 @@
 //! `cargo xtask verify` in the second checkout check the first one's files. These tests run the
 //! real binary in a second copy of the workspace, the way `cargo xtask` runs it there.
 
+mod fixture;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -62,7 +64,8 @@ fn xtask(cwd: &Path, manifest_dir: Option<&Path>, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
     cmd.args(args)
         .current_dir(cwd)
-        .env_remove("CARGO_MANIFEST_DIR");
+        .env_remove("CARGO_MANIFEST_DIR")
+        .env("HOSTCB_INPUTS_CACHE", fixture::cache());
     if let Some(dir) = manifest_dir {
         cmd.env("CARGO_MANIFEST_DIR", dir);
     }

@@ -6,9 +6,16 @@
 //! which clang reads), the deny-lists and the generator's own sources; its file is named by the
 //! SHA-256 of all of them, computed without reading any wheel, so an input that changes misses
 //! the cache instead of reading a stale entry. A file ends with the SHA-256 of its text, so a
-//! truncated or damaged one is read again from the headers, never used. Only `regen` reads the
-//! cache ([`super::Others::Cached`]); `check` always reads every listed target's headers, so a
-//! cache that lies cannot make it pass.
+//! truncated or damaged one is read again from the headers, never used.
+//!
+//! The cache is a folder that other checkouts and CI jobs may share and write: it roots nothing.
+//! Its key and trailing checksum only find an entry and catch damage; anyone who can write the
+//! folder can write a well-formed entry under the right name. So an entry is used only when the
+//! SHA-256 of its text is the one that the target's committed, sealed `provenance.toml` records
+//! ([`crate::emit::sealed_summary_sha256`]), which the regen that generated the target from its
+//! hash-checked headers wrote; every other entry is ignored with a warning, and the headers are
+//! read again. Only `regen` reads the cache ([`super::Others::Cached`]); `check` always reads
+//! every listed target's headers.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -82,14 +89,50 @@ impl<'a> Cache<'a> {
         )
     }
 
-    /// The cached summary of `ctk`, if there is one whose text is whole.
-    pub(super) fn load(&self, ctk: Ctk) -> Option<Summary> {
-        let text = std::fs::read_to_string(self.path(ctk)?).ok()?;
-        let (body, trailer) = text.rsplit_once("sha256 ")?;
-        if trailer.strip_suffix('\n')? != sha256_hex(body.as_bytes()) {
-            return None;
+    /// The cached summary of `ctk`, when there is one and the committed, sealed provenance of
+    /// `ctk` in the generated crate records its SHA-256: `Ok(None)` where there is none or
+    /// nothing sealed records one, `Err` (a warning naming the file) for an entry that is
+    /// there but is not used.
+    pub(super) fn load(&self, ctk: Ctk) -> Result<Option<Summary>, String> {
+        let Some(path) = self.path(ctk) else {
+            return Ok(None);
+        };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(None);
+        };
+        let Some(sealed) = crate::emit::sealed_summary_sha256(&self.config.out, ctk) else {
+            return Ok(None);
+        };
+        let ignored = |why: String| {
+            format!(
+                "ignored the cached summary of CTK {ctk} at {}: {why}; read its pinned headers instead",
+                path.display()
+            )
+        };
+        let Some((body, _)) = text.rsplit_once("sha256 ").filter(|(body, trailer)| {
+            trailer.strip_suffix('\n') == Some(&sha256_hex(body.as_bytes()))
+        }) else {
+            return Err(ignored(
+                "the file is damaged (its trailing SHA-256 does not match its text)".to_owned(),
+            ));
+        };
+        let digest = sha256_hex(body.as_bytes());
+        if digest != sealed {
+            let provenance = self
+                .config
+                .out
+                .join(crate::emit::target_dir(ctk))
+                .join(crate::emit::PROVENANCE);
+            return Err(ignored(format!(
+                "its SHA-256 {} is not the {} that the sealed {} records",
+                &digest[..12],
+                &sealed[..12],
+                provenance.display()
+            )));
         }
         Summary::from_text(ctk, body)
+            .map(Some)
+            .ok_or_else(|| ignored("its text is not a summary".to_owned()))
     }
 
     /// Caches `summary`: written to a temporary file beside its place, then renamed into it, so

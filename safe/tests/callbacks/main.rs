@@ -222,6 +222,8 @@ fn main() {
         args.test_threads = Some(1);
     }
     let require = hostcb_gate::require_gpu();
+    // Listing (`--list`, as cargo-nextest asks each binary) prints the trials alone on stdout.
+    let list = args.list;
 
     let mut trials = Vec::new();
     // Skip reasons, each with the targets it applies to and their trial counts.
@@ -230,7 +232,11 @@ fn main() {
         let gpu = Gpu::from_probe(probe, require);
         let made = make(&gpu);
         match &gpu {
-            Gpu::Ready => println!("GPU: {target}: usable"),
+            Gpu::Ready => {
+                if !list {
+                    println!("GPU: {target}: usable");
+                }
+            }
             Gpu::Skip(reason) => {
                 let entry = format!("{} of {target}", made.len());
                 match skips.iter_mut().find(|(r, _)| r == reason) {
@@ -238,7 +244,11 @@ fn main() {
                     None => skips.push((reason.clone(), vec![entry])),
                 }
             }
-            Gpu::Fail(reason) => println!("FAIL: {target}: REQUIRE_GPU=1 and {reason}"),
+            Gpu::Fail(reason) => {
+                if !list {
+                    println!("FAIL: {target}: REQUIRE_GPU=1 and {reason}");
+                }
+            }
         }
         trials.extend(made);
     };
@@ -250,7 +260,7 @@ fn main() {
     cuda_hostcb::for_each_target!(add_target);
 
     let skipped = trials.iter().filter(|t| t.has_ignored_flag()).count();
-    if skipped > 0 {
+    if skipped > 0 && !list {
         let why: Vec<_> = skips
             .iter()
             .map(|(reason, targets)| format!("{} ({reason})", targets.join(", ")))

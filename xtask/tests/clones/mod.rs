@@ -40,11 +40,10 @@ pub fn clone_head(into: &Path) {
     git(into, &["checkout", "--quiet", "--detach", head.trim()]);
 }
 
-/// The input cache this checkout uses (the same pinned, hash-checked files), for a clone.
+/// The tests' input cache ([`crate::fixture::cache`]: the same pinned, hash-checked files), for a
+/// clone.
 pub fn inputs_cache() -> PathBuf {
-    std::env::var_os("HOSTCB_INPUTS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| this_checkout().join("target/hostcb-inputs"))
+    crate::fixture::cache()
 }
 
 /// Seeds `target` with what cargo reuses of the target folder this test was built in (the
