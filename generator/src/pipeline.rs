@@ -350,10 +350,10 @@ pub fn generate_crate_with(
         .collect();
     let mut module_list = writer::write_bindings_mod(&summaries);
     if let Some(newest) = config.targets.last() {
-        module_list.items.push(newest_target_macro(*newest));
+        module_list.items.push(writer::newest_target_macro(*newest));
         module_list
             .items
-            .push(newest_of_major_macro(&config.targets));
+            .push(writer::newest_of_major_macro(&config.targets));
     }
     unfilled(std::path::Path::new(emit::BINDINGS_MOD), &module_list)?;
     let mut files: Vec<GeneratedFile> = generated.iter().flat_map(|g| g.files.clone()).collect();
@@ -397,94 +397,10 @@ fn run(
     })
 }
 
-/// `newest_target!`: `for_each_target!` for the newest listed target alone, so that hand-written
-/// code that needs one target (the examples, the GPU probe) names none.
-fn newest_target_macro(newest: Ctk) -> syn::Item {
-    let part = quote::format_ident!("__hostcb_target_{}", newest.module());
-    let doc = format!(
-        " Calls `$callback!` as [`for_each_target!`](crate::for_each_target) does, for the newest \
-         target of `generator/targets.txt` alone (now {newest}, cargo feature `{}`, which the \
-         feature `newest-target` enables), and only when its feature is enabled: for code that \
-         needs one target and should not name it.",
-        newest.feature()
-    );
-    syn::parse_quote! {
-        #[doc = #doc]
-        #[macro_export]
-        macro_rules! newest_target {
-            ($callback:ident) => {
-                $crate::#part!($callback);
-            };
-        }
-    }
-}
-
-/// `newest_target_of_major!(12, callback)`: `for_each_target!` for the newest listed target of
-/// that CUDA major version (12 or 13), or the newest listed target where none has it, so that
-/// hand-written code that needs one target per runtime library (`libcudart.so.12`, `.13`) names
-/// none and builds with any target list.
-fn newest_of_major_macro(targets: &[Ctk]) -> syn::Item {
-    let newest = *targets.last().expect("a target");
-    let arms = [12u32, 13].map(|major| {
-        let ctk = targets
-            .iter()
-            .rev()
-            .find(|c| c.major() == major)
-            .copied()
-            .unwrap_or(newest);
-        let part = quote::format_ident!("__hostcb_target_{}", ctk.module());
-        let major = proc_macro2::Literal::u32_unsuffixed(major);
-        quote::quote! { (#major, $callback:ident) => { $crate::#part!($callback); }; }
-    });
-    let doc = " Calls `$callback!` as [`for_each_target!`](crate::for_each_target) does, for the \
-               newest target of `generator/targets.txt` whose CUDA major version is the first \
-               argument (12 or 13), or the newest target where none is; only when its feature is \
-               enabled.";
-    syn::parse_quote! {
-        #[doc = #doc]
-        #[macro_export]
-        macro_rules! newest_target_of_major {
-            #(#arms)*
-        }
-    }
-}
-
-/// Fails on any identifier or literal of `file` (macro bodies and doc attributes included) that
-/// is still spelled like a template placeholder, `__LIKE_THIS__`: a misspelt placeholder (`__bsae__`)
-/// that the writer did not fill, which would otherwise compile into the output.
+/// Fails on any identifier or literal of `file` still spelled like a template placeholder
+/// ([`writer::unfilled_placeholders`]).
 fn unfilled(path: &std::path::Path, file: &syn::File) -> Result<(), GenerateError> {
-    use proc_macro2::{TokenStream, TokenTree};
-    fn placeholder(text: &str) -> bool {
-        text.len() > 4
-            && text.starts_with("__")
-            && text.ends_with("__")
-            && text[2..text.len() - 2]
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    }
-    fn walk(tokens: TokenStream, found: &mut Vec<String>) {
-        for token in tokens {
-            match token {
-                TokenTree::Group(g) => walk(g.stream(), found),
-                TokenTree::Ident(i) if placeholder(&i.to_string()) => found.push(i.to_string()),
-                TokenTree::Literal(l) => {
-                    // The text between the quotes of a string, byte string or C string.
-                    let text = l.to_string();
-                    if let (Some(a), Some(b)) = (text.find('"'), text.rfind('"'))
-                        && a < b
-                        && placeholder(&text[a + 1..b])
-                    {
-                        found.push(text);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut found = Vec::new();
-    walk(quote::ToTokens::to_token_stream(file), &mut found);
-    found.sort();
-    found.dedup();
+    let found = writer::unfilled_placeholders(file);
     if found.is_empty() {
         return Ok(());
     }

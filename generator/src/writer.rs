@@ -639,20 +639,96 @@ impl VisitMut for Filler {
     }
 }
 
-/// Placeholder spellings that must not survive into output.
-pub const PLACEHOLDERS: &[&str] = &[
-    "__DOC__",
-    "__name__",
-    "__params__",
-    "__Params__",
-    "__args__",
-    "__ParamTypes__",
-    "__Ret__",
-    "__base__",
-    "__VERSION__",
-    "__MAJOR__",
-    "__PER_THREAD__",
-];
+/// `newest_target!`: `for_each_target!` for the newest listed target alone, so that hand-written
+/// code that needs one target (the examples, the GPU probe) names none.
+pub fn newest_target_macro(newest: crate::Ctk) -> syn::Item {
+    let part = quote::format_ident!("__hostcb_target_{}", newest.module());
+    let doc = format!(
+        " Calls `$callback!` as [`for_each_target!`](crate::for_each_target) does, for the newest \
+         target of `generator/targets.txt` alone (now {newest}, cargo feature `{}`, which the \
+         feature `newest-target` enables), and only when its feature is enabled: for code that \
+         needs one target and should not name it.",
+        newest.feature()
+    );
+    syn::parse_quote! {
+        #[doc = #doc]
+        #[macro_export]
+        macro_rules! newest_target {
+            ($callback:ident) => {
+                $crate::#part!($callback);
+            };
+        }
+    }
+}
+
+/// `newest_target_of_major!(12, callback)`: `for_each_target!` for the newest listed target of
+/// that CUDA major version (12 or 13), or the newest listed target where none has it, so that
+/// hand-written code that needs one target per runtime library (`libcudart.so.12`, `.13`) names
+/// none and builds with any target list.
+pub fn newest_of_major_macro(targets: &[crate::Ctk]) -> syn::Item {
+    let newest = *targets.last().expect("a target");
+    let arms = [12u32, 13].map(|major| {
+        let ctk = targets
+            .iter()
+            .rev()
+            .find(|c| c.major() == major)
+            .copied()
+            .unwrap_or(newest);
+        let part = quote::format_ident!("__hostcb_target_{}", ctk.module());
+        let major = proc_macro2::Literal::u32_unsuffixed(major);
+        quote::quote! { (#major, $callback:ident) => { $crate::#part!($callback); }; }
+    });
+    let doc = " Calls `$callback!` as [`for_each_target!`](crate::for_each_target) does, for the \
+               newest target of `generator/targets.txt` whose CUDA major version is the first \
+               argument (12 or 13), or the newest target where none is; only when its feature is \
+               enabled.";
+    syn::parse_quote! {
+        #[doc = #doc]
+        #[macro_export]
+        macro_rules! newest_target_of_major {
+            #(#arms)*
+        }
+    }
+}
+
+/// Fails on any identifier or literal of `file` (macro bodies and doc attributes included) that
+/// is still spelled like a template placeholder, `__LIKE_THIS__`: a misspelt placeholder (`__bsae__`)
+/// that the writer did not fill, which would otherwise compile into the output. Sorted, each once.
+pub fn unfilled_placeholders(file: &syn::File) -> Vec<String> {
+    use proc_macro2::{TokenStream, TokenTree};
+    fn placeholder(text: &str) -> bool {
+        text.len() > 4
+            && text.starts_with("__")
+            && text.ends_with("__")
+            && text[2..text.len() - 2]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    }
+    fn walk(tokens: TokenStream, found: &mut Vec<String>) {
+        for token in tokens {
+            match token {
+                TokenTree::Group(g) => walk(g.stream(), found),
+                TokenTree::Ident(i) if placeholder(&i.to_string()) => found.push(i.to_string()),
+                TokenTree::Literal(l) => {
+                    // The text between the quotes of a string, byte string or C string.
+                    let text = l.to_string();
+                    if let (Some(a), Some(b)) = (text.find('"'), text.rfind('"'))
+                        && a < b
+                        && placeholder(&text[a + 1..b])
+                    {
+                        found.push(text);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(quote::ToTokens::to_token_stream(file), &mut found);
+    found.sort();
+    found.dedup();
+    found
+}
 
 /// What a target offers beyond the common API, named in its `for_each_target!` entry so that
 /// code written once for every target can add what only some have.
