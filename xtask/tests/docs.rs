@@ -382,3 +382,68 @@ fn the_changelog_has_a_section_for_the_version() {
         "CHANGELOG.md has no section ## [{version}]"
     );
 }
+
+/// The README's table of what each committed target is tested with names, per target, the
+/// runtimes `tools/gpu-bundle` carries for its major: the oldest and the newest pinned runtime
+/// wheel of the lock, and the stub driver's range, the first and the last pinned target.
+#[test]
+fn the_readme_tested_versions_are_the_locks_oldest_and_newest() {
+    let root = root();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let lock = std::fs::read_to_string(root.join("generator/inputs.lock")).unwrap();
+    // (target, runtime version) of every `target` line, in the lock's order (oldest first).
+    let pinned: Vec<(String, String)> = lock
+        .lines()
+        .filter_map(|l| l.strip_prefix("target "))
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            let target = f.next().unwrap().to_owned();
+            let runtime = f.next().unwrap().split_once("==").unwrap().1.to_owned();
+            (target, runtime)
+        })
+        .collect();
+    let section = readme.split("\n## Targets\n").nth(1).unwrap();
+    let rows: Vec<Vec<String>> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| target | on the GPU"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect();
+    let listed = readme_targets(&readme);
+    assert_eq!(
+        rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>(),
+        listed.keys().cloned().collect::<Vec<_>>(),
+        "one row per committed target"
+    );
+    let first = &pinned.first().unwrap().0;
+    let last = &pinned.last().unwrap().0;
+    for row in &rows {
+        let major = row[0].split('.').next().unwrap();
+        let of_major: Vec<&String> = pinned
+            .iter()
+            .filter(|(t, _)| t.split('.').next() == Some(major))
+            .map(|(_, r)| r)
+            .collect();
+        assert_eq!(
+            row[1],
+            format!(
+                "runtimes {} and {}",
+                of_major.first().unwrap(),
+                of_major.last().unwrap()
+            ),
+            "the runtimes of {}",
+            row[0]
+        );
+        assert_eq!(
+            row[2],
+            format!("drivers {first} to {last}"),
+            "the stub's drivers"
+        );
+    }
+}
