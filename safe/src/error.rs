@@ -18,6 +18,11 @@ pub enum Error {
     /// The stream's capture sequence was invalidated by an earlier failure.
     CaptureInvalidated,
 
+    /// `UpdatableExec::launch` was given a stream that is capturing a graph: the captured launch
+    /// would run whenever that graph runs, outside the order of launches and updates on which
+    /// the executable's store decides when a replaced closure may go.
+    CapturedUpdatableLaunch,
+
     /// A call of this crate was made inside a host callback (or a user-object destructor),
     /// where CUDA does not permit CUDA calls.
     InCallback {
@@ -93,6 +98,11 @@ impl fmt::Display for Error {
                 "Stream::launch takes a one-shot (FnOnce) closure, but the stream is capturing a \
                  graph that calls its host functions on every launch; use Stream::launch_fn with \
                  an Fn + Send + Sync closure",
+            ),
+            Error::CapturedUpdatableLaunch => f.write_str(
+                "UpdatableExec::launch was given a stream that is capturing a graph, which would \
+                 replay the launch later, past the updates that free its closures; launch it on a \
+                 stream that is not capturing, or capture the launches of a GraphExec",
             ),
             Error::CaptureInvalidated => f.write_str(
                 "the stream's capture was invalidated by an earlier failed call; end the capture, \
@@ -222,6 +232,11 @@ mod tests {
             Error::CapturingStream
                 .to_string()
                 .contains("use Stream::launch_fn")
+        );
+        assert!(
+            Error::CapturedUpdatableLaunch
+                .to_string()
+                .contains("launch it on a stream that is not capturing")
         );
         let e = Error::InCallback {
             operation: "Stream::synchronize",

@@ -355,7 +355,18 @@ impl Graph {
 
 impl UpdatableExec {
     /// Launches the executable on `stream` (`cuGraphLaunch`).
+    ///
+    /// A stream that is capturing a graph is refused ([`Error::CapturedUpdatableLaunch`]): the
+    /// store frees a replaced closure once the launches made before the update are done, which
+    /// holds only for launches made here, one after another, not for a launch recorded into
+    /// another graph and replayed whenever that graph runs. (`GraphExec::launch` may be
+    /// captured: its closures are owned by user objects, which CUDA keeps for captured launches.)
     pub fn launch(&self, stream: &Stream) -> Result<(), Error> {
+        match stream.capture_status()? {
+            crate::CaptureStatus::None => {}
+            crate::CaptureStatus::Active => return Err(Error::CapturedUpdatableLaunch),
+            crate::CaptureStatus::Invalidated => return Err(Error::CaptureInvalidated),
+        }
         // Before the launch: from here on the current closures count as seen by a launch.
         self.launched_at.set(self.generation);
         self.exec.launch(stream)

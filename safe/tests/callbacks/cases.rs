@@ -264,6 +264,20 @@ fn exec_update_refusals_and_drops() -> Outcome {
     )?;
     expect_eq("drops of the refused closure", drops.load(SeqCst), 1)?;
 
+    // A launch recorded into another graph would outlive the store's order: refused, and
+    // nothing is captured.
+    let capturing = safe::Stream::new(&ctx)?;
+    capturing.begin_capture(cuda_hostcb_safe::CaptureMode::Global)?;
+    let refused = exec.launch(&capturing);
+    let captured = capturing.end_capture()?;
+    expect_eq(
+        "a launch on a capturing stream",
+        refused.map_err(|e| matches!(e, Error::CapturedUpdatableLaunch)),
+        Err(true),
+    )?;
+    drop(captured);
+    expect_eq("calls after the refused launch", calls.load(SeqCst), 0)?;
+
     // 100 updates with no launch between them: each replaced closure goes at once.
     for _ in 0..100 {
         exec.set_host_node(node, bump(&calls, &drops))?;
