@@ -340,6 +340,43 @@ EXPORT CUresult cuStreamSynchronize(void *stream) {
   return CUDA_SUCCESS;
 }
 
+// Events, as the completion future uses them: the stub runs work at once, so a recorded event
+// is done when it is recorded; in a failed context querying or waiting on one returns the
+// context's error, as the real driver's sticky error does.
+struct event {
+  int recorded;
+};
+
+EXPORT CUresult cuEventCreate(void **event, unsigned int flags) {
+  (void)flags;
+  struct event *e = calloc(1, sizeof *e);
+  if (!e) return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  *event = e;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventRecord(void *event, void *stream) {
+  struct stream *s = stream_of(stream);
+  if (s->capturing) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ((struct event *)event)->recorded = 1;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventQuery(void *event) {
+  (void)event;
+  if (failed_context) return fail(failed_context);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventSynchronize(void *event) {
+  return cuEventQuery(event);
+}
+
+EXPORT CUresult cuEventDestroy_v2(void *event) {
+  free(event);
+  return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuStreamQuery(void *stream) {
   struct stream *s = stream_of(stream);
   counts[COUNT_STREAM_QUERIES]++;
@@ -654,6 +691,11 @@ static const struct proc procs[] = {
   PROC("cuStreamDestroy", 4000, cuStreamDestroy_v2),
   PROC("cuStreamSynchronize", 2000, cuStreamSynchronize),
   PROC("cuStreamQuery", 2000, cuStreamQuery),
+  PROC("cuEventCreate", 2000, cuEventCreate),
+  PROC("cuEventRecord", 2000, cuEventRecord),
+  PROC("cuEventQuery", 2000, cuEventQuery),
+  PROC("cuEventSynchronize", 2000, cuEventSynchronize),
+  PROC("cuEventDestroy", 4000, cuEventDestroy_v2),
   PROC("cuLaunchHostFunc", 10000, cuLaunchHostFunc),
   PROC("cuLaunchHostFunc", 13010, cuLaunchHostFunc_v2),
   PROC("cuStreamAddCallback", 5000, cuStreamAddCallback),
