@@ -57,7 +57,8 @@ const STEPS: &[Step] = &[
     },
     Step {
         name: "tests",
-        args: &["test", "--workspace", "--all-features"],
+        // Every test binary, also after one fails, so that a red run shows every failure.
+        args: &["test", "--workspace", "--all-features", "--no-fail-fast"],
         env: &[],
     },
     // Exact instruction counts (callgrind) of the host-callback paths over the stub driver,
