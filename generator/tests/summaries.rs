@@ -69,6 +69,19 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
             .filter(|e| e.name == "libclang")
             .map(|e| e.file.clone()),
     );
+    // And the runtime headers of the older pinned targets of its major, where each runtime
+    // function's minimum version comes from (one header each, read from the wheel).
+    files.extend(
+        lock.targets()
+            .into_iter()
+            .filter(|t| t.major() == first.major() && *t < first)
+            .map(|t| {
+                lock.get(&lock.target(t).unwrap().headers)
+                    .unwrap()
+                    .file
+                    .clone()
+            }),
+    );
     std::fs::create_dir_all(scratch.path().join("wheels")).unwrap();
     for file in &files {
         std::fs::copy(
