@@ -154,10 +154,10 @@ fn execute(body: Body) -> Result<Completion, Failed> {
     match outcome {
         // A function the installed library is too old for, reported so by the crate: one
         // visible skip line naming the version it needs, not a failure.
-        Err(failure) if cleanup.is_empty() && failure.older_library().is_some() => Ok(
-            Completion::ignored_with(failure.older_library().unwrap_or_default()),
-        ),
-        Err(failure) if cleanup.is_empty() => Err(failure.into()),
+        Err(failure) if cleanup.is_empty() => match failure.older_library() {
+            Some(skip) => Ok(Completion::ignored_with(skip)),
+            None => Err(failure.into()),
+        },
         Err(failure) => Err(format!("{failure}; {cleanup_note}").into()),
         Ok(_) if !cleanup.is_empty() => Err(cleanup_note.into()),
         Ok(Ran::Passed) => Ok(Completion::Completed),

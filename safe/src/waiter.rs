@@ -268,20 +268,31 @@ mod tests {
         true
     }
 
+    /// Hands the waiter, for `shared`, a watch that is pending `left` times and then `then`;
+    /// its (checks, drops) counters.
+    fn hand_over_after(
+        shared: &Arc<Shared>,
+        left: usize,
+        then: Check,
+    ) -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        let (checks, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let watch = After {
+            left,
+            then,
+            checks: Arc::clone(&checks),
+            dropped: Arc::clone(&dropped),
+        };
+        assert!(start());
+        hand_over(Arc::clone(shared), Box::new(watch));
+        (checks, dropped)
+    }
+
     #[test]
     fn the_waiter_resolves_wakes_once_and_drops_the_watch() {
         let shared = Arc::new(Shared::default());
         let counting = Arc::new(Counting(AtomicUsize::new(0), thread::current()));
         shared.register(&Waker::from(Arc::clone(&counting)));
-        let (checks, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let watch = After {
-            left: 5,
-            then: Check::Done,
-            checks: Arc::clone(&checks),
-            dropped: Arc::clone(&dropped),
-        };
-        assert!(start());
-        hand_over(Arc::clone(&shared), Box::new(watch));
+        let (checks, dropped) = hand_over_after(&shared, 5, Check::Done);
         assert!(wait_until(Duration::from_secs(10), || shared
             .outcome()
             .is_some()));
@@ -307,15 +318,7 @@ mod tests {
             ),
         ] {
             let shared = Arc::new(Shared::default());
-            let dropped = Arc::new(AtomicUsize::new(0));
-            let watch = After {
-                left: 1,
-                then,
-                checks: Arc::default(),
-                dropped: Arc::clone(&dropped),
-            };
-            assert!(start());
-            hand_over(Arc::clone(&shared), Box::new(watch));
+            hand_over_after(&shared, 1, then);
             assert!(wait_until(Duration::from_secs(10), || shared
                 .outcome()
                 .is_some()));
@@ -333,15 +336,7 @@ mod tests {
     #[test]
     fn a_dropped_future_is_forgotten_without_another_check() {
         let shared = Arc::new(Shared::default());
-        let (checks, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let watch = After {
-            left: usize::MAX,
-            then: Check::Done,
-            checks: Arc::clone(&checks),
-            dropped: Arc::clone(&dropped),
-        };
-        assert!(start());
-        hand_over(Arc::clone(&shared), Box::new(watch));
+        let (checks, dropped) = hand_over_after(&shared, usize::MAX, Check::Done);
         assert!(wait_until(Duration::from_secs(10), || checks
             .load(Ordering::SeqCst)
             > 0));
