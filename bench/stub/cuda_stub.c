@@ -93,6 +93,9 @@ enum {
   COUNT_FAILED,          // calls that returned an error
   COUNT_ADD_CALLBACK,    // cuStreamAddCallback calls that succeeded (their callbacks called)
   COUNT_NOT_IMPLEMENTED, // calls of the generic function (see hostcb_stub_use_table)
+  COUNT_STREAM_SYNCS,    // cuStreamSynchronize calls
+  COUNT_EVENT_RECORDS,   // cuEventRecord calls that succeeded
+  COUNT_EVENT_QUERIES,   // cuEventQuery calls
   COUNT_LEN
 };
 static unsigned long long counts[COUNT_LEN];
@@ -334,6 +337,7 @@ EXPORT CUresult cuStreamDestroy_v2(void *stream) {
 }
 
 EXPORT CUresult cuStreamSynchronize(void *stream) {
+  counts[COUNT_STREAM_SYNCS]++;
   struct stream *s = stream_of(stream);
   if (s->capturing) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   if (failed_context) return fail(failed_context);
@@ -359,11 +363,13 @@ EXPORT CUresult cuEventRecord(void *event, void *stream) {
   struct stream *s = stream_of(stream);
   if (s->capturing) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   ((struct event *)event)->recorded = 1;
+  counts[COUNT_EVENT_RECORDS]++;
   return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuEventQuery(void *event) {
   (void)event;
+  counts[COUNT_EVENT_QUERIES]++;
   if (failed_context) return fail(failed_context);
   return CUDA_SUCCESS;
 }

@@ -8,6 +8,7 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
+use std::future::Future;
 use std::ptr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicPtr, AtomicU64};
@@ -80,6 +81,10 @@ pub enum Kind {
     CCaptured,
     /// The safe `Stream::launch_fn` of a closure into a capturing stream.
     SafeCaptured,
+    /// `cuStreamSynchronize` of an idle stream (raw).
+    Sync,
+    /// The safe `Stream::completion` on an idle stream, polled once (done) and dropped.
+    Completion,
     /// The first call in a fresh process (library search, dlopen, resolution, the call).
     First,
 }
@@ -280,6 +285,18 @@ pub const PATHS: &[Path] = &[
         "safe: Stream::launch(closure)",
         hostcb_one_safe_stream_launch,
         Kind::SafeLaunch,
+    ),
+    path(
+        "ours_sync",
+        "ours: cuStreamSynchronize(..) of an idle stream",
+        hostcb_one_ours_sync,
+        Kind::Sync,
+    ),
+    path(
+        "safe_completion",
+        "safe: Stream::completion() on an idle stream, polled once (done), dropped",
+        hostcb_one_safe_completion,
+        Kind::Completion,
     ),
     path(
         "c_graph_launch",
@@ -576,6 +593,14 @@ pub fn end(run: Run) -> Result<(), String> {
                 after.safe - before.safe
             };
             expect("closure calls", calls, n);
+        }
+        Kind::Sync => {
+            expect("stub cuStreamSynchronize calls", d(Count::StreamSyncs), n);
+        }
+        Kind::Completion => {
+            expect("stub cuStreamIsCapturing calls", d(Count::IsCapturing), n);
+            expect("stub cuEventRecord calls", d(Count::EventRecords), n);
+            expect("stub cuEventQuery calls", d(Count::EventQueries), n);
         }
         Kind::Graph => {
             expect("stub cuGraphLaunch calls", d(Count::GraphLaunches), n);
@@ -884,6 +909,30 @@ extern "C" fn hostcb_one_cudarc_first() -> i32 {
 extern "C" fn hostcb_one_safe_stream_launch() -> i32 {
     let calls = &SAFE_CALLS;
     safe_code(HANDLES.get().stream.launch(move || bump(calls)))
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+extern "C" fn hostcb_one_ours_sync() -> i32 {
+    let stream = STREAM.load(Relaxed).cast();
+    // SAFETY: a valid stream.
+    code(unsafe { cu::cuStreamSynchronize(stream) })
+}
+
+/// A completion on the idle stream, polled once (its work is done: the stub runs work at once)
+/// with a waker that does nothing, and dropped (its event back to the context's pool).
+#[unsafe(no_mangle)]
+#[inline(never)]
+extern "C" fn hostcb_one_safe_completion() -> i32 {
+    let completion = match HANDLES.get().stream.completion() {
+        Ok(c) => c,
+        Err(e) => return safe_code(Err(e)),
+    };
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::pin!(completion).poll(&mut cx) {
+        std::task::Poll::Ready(r) => safe_code(r),
+        std::task::Poll::Pending => -2,
+    }
 }
 
 #[unsafe(no_mangle)]

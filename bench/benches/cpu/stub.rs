@@ -34,10 +34,13 @@ pub enum Count {
         reason = "mirrors the C list; only a simulated driver version counts it"
     )]
     NotImplemented,
+    StreamSyncs,
+    EventRecords,
+    EventQueries,
 }
 
 impl Count {
-    pub const LEN: usize = 13;
+    pub const LEN: usize = 16;
 }
 
 /// A stub runtime's counters, in `cudart_stub.c`'s order.
