@@ -155,20 +155,22 @@ pub(crate) unsafe fn stream_call<F: FnMut() + Send + 'static>(status: u32, data:
     let cell = data.cast::<StreamCell<F>>();
     // SAFETY: by the contract the cell is alive and ours; the book is taken once, here.
     let book = unsafe { ManuallyDrop::take(&mut (*cell).book) };
-    if status == 0 {
+    let skipped = if status == 0 {
         // SAFETY: as above; nothing else uses the closure during its call.
         let f = unsafe { &mut (*cell).f };
         if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
             report(PanicStage::Call, payload);
         }
+        None
     } else {
-        book.skip(status);
-    }
+        Some(status)
+    };
+    // The skip, the closure handed over, and last the book released: a synchronisation that
+    // waits for the stream's callbacks sees the first two once the book is released.
     // SAFETY: the cell's closure is `Send`; `drop_cell` drops it once.
-    unsafe { release::<StreamCell<F>>(data, drop_cell::<F>) };
-    // Last: a synchronisation that waits for the stream's callbacks sees the skip and the
-    // closure handed over once the book is released.
-    drop(book);
+    Book::close(book, skipped, || unsafe {
+        release::<StreamCell<F>>(data, drop_cell::<F>)
+    });
 }
 
 /// A one-shot closure with a sync mode: `cuLaunchHostFunc_v2` calls it through [`guarded_call`],
@@ -270,12 +272,11 @@ pub(crate) unsafe fn guard_call<F: FnMut() + Send + 'static>(status: u32, data: 
     // function before this callback); the book is taken once, here.
     let book = unsafe { ManuallyDrop::take(&mut (*cell).book) };
     // SAFETY: as above.
-    if !unsafe { (*cell).called.load(Ordering::Acquire) } {
-        book.skip(status);
-    }
+    let called = unsafe { (*cell).called.load(Ordering::Acquire) };
     // SAFETY: the cell's closure is `Send`; `drop_guarded` drops it once.
-    unsafe { release::<GuardedCell<F>>(data, drop_guarded::<F>) };
-    drop(book);
+    Book::close(book, (!called).then_some(status), || unsafe {
+        release::<GuardedCell<F>>(data, drop_guarded::<F>)
+    });
 }
 
 /// A closure boxed for any number of calls, as a host function, its user data and the
