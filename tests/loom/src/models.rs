@@ -15,14 +15,26 @@ use crate::sync::Arc;
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::thread;
 
-/// Runs `f` under loom with the preemption bound of `LOOM_MAX_PREEMPTIONS`, 3 if unset.
+/// Runs `f` under loom with the preemption bound of `LOOM_MAX_PREEMPTIONS`, 3 if unset, and
+/// prints how many executions it explored.
 #[cfg(loom)]
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
         builder.preemption_bound = Some(3);
     }
-    builder.check(f);
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&runs);
+    builder.check(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f();
+    });
+    let test = std::thread::current().name().unwrap_or("?").to_owned();
+    println!(
+        "loom: {test}: {} executions (preemption bound {})",
+        runs.load(std::sync::atomic::Ordering::Relaxed),
+        builder.preemption_bound.unwrap_or(0),
+    );
 }
 
 /// Without loom: a few runs on real threads, a smoke test of the models themselves.
@@ -322,31 +334,33 @@ fn no_closure_is_given_up_while_a_launch_may_call_it() {
         const A: usize = 0xa;
         const B: usize = 0xb;
         let store = Arc::new(Store::<Owner>::new());
-        // Node A set at generation 1, node B at 2, then a launch (made at generation 2).
+        // Node A set at generation 1, node B at 2, a launch; A set again at 3 (A1 retired: the
+        // launch may call it), and a second launch, made at generation 3.
         let (a1, a1_alive) = owner();
         let (b2, b2_alive) = owner();
+        let (a3, a3_alive) = owner();
         assert!(store.install(A, Held::new(1, a1), 0).is_none());
         assert!(store.install(B, Held::new(2, b2), 0).is_none());
-        let launched_at = 2;
-        // CUDA runs the launch: A's closure, then B's.
+        assert!(store.install(A, Held::new(3, a3), 2).is_none());
+        let launched_at = 3;
+        // CUDA runs the second launch: A3, then B2; each call reports its own generation.
         let launch = {
             let store = Arc::clone(&store);
-            let (a1_alive, b2_alive) = (Arc::clone(&a1_alive), Arc::clone(&b2_alive));
+            let (a3_alive, b2_alive) = (Arc::clone(&a3_alive), Arc::clone(&b2_alive));
             thread::spawn(move || {
-                call(&store, &a1_alive, 1);
+                call(&store, &a3_alive, 3);
                 call(&store, &b2_alive, 2);
             })
         };
-        // Meanwhile B is set again (generation 3): B2 may still be called, so it is retired.
-        let (b3, b3_alive) = owner();
-        assert!(store.install(B, Held::new(3, b3), launched_at).is_none());
+        // Meanwhile B is set again (generation 4): the launch may still call B2, so it is
+        // retired, not given up.
+        let (b4, b4_alive) = owner();
+        assert!(store.install(B, Held::new(4, b4), launched_at).is_none());
         launch.join().unwrap();
-        // A launch made after generation 3 runs B3: B2 is given up now.
-        call(&store, &b3_alive, 3);
-        assert!(
-            !b2_alive.load(Ordering::SeqCst),
-            "a replaced closure was kept"
-        );
+        // A launch made after generation 4 runs B4: every replaced closure is given up now.
+        call(&store, &b4_alive, 4);
+        assert!(!a1_alive.load(Ordering::SeqCst), "A1 was kept");
+        assert!(!b2_alive.load(Ordering::SeqCst), "B2 was kept");
         assert_eq!(store.held(), 2);
     });
 }
