@@ -4,7 +4,7 @@
 //! `safe/src` and `generated/src/load`, not copies) against its own `sync` facade, which gives
 //! loom's locks, atomics and threads under `--cfg loom` and the standard library's otherwise;
 //! it depends on neither crate, so the bindings of the CUDA targets are not built. Its tests
-//! ([`models`]) run each protocol's threads through every interleaving loom explores (`cargo
+//! (`models.rs`) run each protocol's threads through every interleaving loom explores (`cargo
 //! xtask loom`), or, without `--cfg loom`, a few times on real threads as part of `cargo test`.
 //!
 //! | protocol | file | what the model checks |

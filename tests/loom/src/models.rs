@@ -111,8 +111,9 @@ fn reaper_runs_every_job_once_and_a_wait_sees_them_all() {
 // ---------------------------------------------------------------------------------------------
 // Deferred destructions and the launch gates.
 
-const CLOSED: *mut c_void = 1 as *mut c_void;
-const OPEN: *mut c_void = 2 as *mut c_void;
+// Addresses that stand for the closed and open functions (never called).
+const CLOSED: *mut c_void = std::ptr::without_provenance_mut(1);
+const OPEN: *mut c_void = std::ptr::without_provenance_mut(2);
 
 /// A call through `gate` (`Gate::get`): on the closed path it runs the deferred destructions
 /// and opens the gate again, as the closed functions do (`Gate::open`).
@@ -368,8 +369,9 @@ fn no_closure_is_given_up_while_a_launch_may_call_it() {
 // ---------------------------------------------------------------------------------------------
 // The first-call stubs on one entry point.
 
-const STUB: *const c_void = 0x57 as *const c_void;
-const FUNCTION: *const c_void = 0xf0 as *const c_void;
+// Addresses that stand for the stub and the library's function (never called).
+const STUB: *const c_void = std::ptr::without_provenance(0x57);
+const FUNCTION: *const c_void = std::ptr::without_provenance(0xf0);
 
 /// A call through the entry point: its slot's address; the stub resolves (loads the library,
 /// publishes the function) and forwards. The call must reach the library's function and see the

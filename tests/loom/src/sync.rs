@@ -7,7 +7,9 @@ pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard, atomic};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard, atomic};
 
-/// Threads: the handle to wake one, parking, and a timed park.
+/// Threads: the handle to wake one, parking, and a timed park; spawning and the rest for the
+/// models (`models.rs`), which play the protocols' other threads.
+#[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) mod thread {
     #[cfg(loom)]
     pub(crate) use loom::thread::{Thread, current, park, spawn, yield_now};
