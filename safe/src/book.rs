@@ -3,8 +3,8 @@
 //! file.
 //!
 //! Every one-shot closure enqueued on a stream holds a reference to the stream's book until CUDA
-//! has made its callback. The callback records a skip, hands its closure over and releases its
-//! reference, in that order ([`Book::close`]); a synchronisation that waits until it holds the
+//! has made its callback. The callback runs its closure or records a skip, hands the closure
+//! over and releases its reference, in that order ([`Book::close`]); a synchronisation that waits until it holds the
 //! only reference ([`Book::settle`]) then sees every skip of those callbacks and takes them
 //! ([`Book::take`]).
 
@@ -39,15 +39,13 @@ impl Book {
         self.skipped.load(Ordering::Relaxed) != 0
     }
 
-    /// The end of a callback: records a skip with `skipped` (the status CUDA passed, when the
-    /// closure was not called), runs `hand_over` (the closure to the reaper), and releases the
-    /// callback's reference to the book, last, so that a synchronisation that sees the
-    /// reference gone sees the skip and the closure handed over.
+    /// A callback's use of its stream's book, in order: `body` (which runs the closure, or
+    /// records its skip in the book), then `hand_over` (the closure to the reaper), and last the
+    /// release of the callback's reference, so that a synchronisation that sees the reference
+    /// gone sees the skip and the closure handed over.
     #[inline(always)]
-    pub(crate) fn close(book: Arc<Book>, skipped: Option<u32>, hand_over: impl FnOnce()) {
-        if let Some(status) = skipped {
-            book.skip(status);
-        }
+    pub(crate) fn close(book: Arc<Book>, body: impl FnOnce(&Book), hand_over: impl FnOnce()) {
+        body(&book);
         hand_over();
         drop(book);
     }

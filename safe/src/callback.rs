@@ -155,22 +155,25 @@ pub(crate) unsafe fn stream_call<F: FnMut() + Send + 'static>(status: u32, data:
     let cell = data.cast::<StreamCell<F>>();
     // SAFETY: by the contract the cell is alive and ours; the book is taken once, here.
     let book = unsafe { ManuallyDrop::take(&mut (*cell).book) };
-    let skipped = if status == 0 {
-        // SAFETY: as above; nothing else uses the closure during its call.
-        let f = unsafe { &mut (*cell).f };
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-            report(PanicStage::Call, payload);
-        }
-        None
-    } else {
-        Some(status)
-    };
-    // The skip, the closure handed over, and last the book released: a synchronisation that
-    // waits for the stream's callbacks sees the first two once the book is released.
-    // SAFETY: the cell's closure is `Send`; `drop_cell` drops it once.
-    Book::close(book, skipped, || unsafe {
-        release::<StreamCell<F>>(data, drop_cell::<F>)
-    });
+    // The closure run or its skip recorded, the closure handed over, and last the book
+    // released: a synchronisation that waits for the stream's callbacks sees the first two once
+    // the book is released.
+    Book::close(
+        book,
+        |book| {
+            if status == 0 {
+                // SAFETY: as above; nothing else uses the closure during its call.
+                let f = unsafe { &mut (*cell).f };
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+                    report(PanicStage::Call, payload);
+                }
+            } else {
+                book.skip(status);
+            }
+        },
+        // SAFETY: the cell's closure is `Send`; `drop_cell` drops it once.
+        || unsafe { release::<StreamCell<F>>(data, drop_cell::<F>) },
+    );
 }
 
 /// A one-shot closure with a sync mode: `cuLaunchHostFunc_v2` calls it through [`guarded_call`],
@@ -274,9 +277,16 @@ pub(crate) unsafe fn guard_call<F: FnMut() + Send + 'static>(status: u32, data: 
     // SAFETY: as above.
     let called = unsafe { (*cell).called.load(Ordering::Acquire) };
     // SAFETY: the cell's closure is `Send`; `drop_guarded` drops it once.
-    Book::close(book, (!called).then_some(status), || unsafe {
-        release::<GuardedCell<F>>(data, drop_guarded::<F>)
-    });
+    Book::close(
+        book,
+        |book| {
+            if !called {
+                book.skip(status);
+            }
+        },
+        // SAFETY: the cell's closure is `Send`; `drop_guarded` drops it once.
+        || unsafe { release::<GuardedCell<F>>(data, drop_guarded::<F>) },
+    );
 }
 
 /// A closure boxed for any number of calls, as a host function, its user data and the
