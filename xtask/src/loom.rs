@@ -45,7 +45,7 @@ pub fn run(root: &std::path::Path, args: Args) -> anyhow::Result<()> {
     if !status.success() {
         bail!(
             "a protocol model failed under loom: its assertion or loom's message is above \
-             (LOOM_CHECKPOINT_FILE and LOOM_LOG=trace replay the failing execution)"
+             (loom's LOOM_CHECKPOINT_FILE, LOOM_LOCATION and LOOM_LOG replay and trace it)"
         );
     }
     Ok(())
