@@ -48,16 +48,31 @@ mod driver;
 mod first;
 mod runtime;
 mod search;
+mod slot;
 mod stream;
+
+/// The primitives of the entry points' protocol ([`slot`]): the standard library's here; the
+/// model-checking crate `tests/loom` compiles `slot.rs` against loom's.
+mod sync {
+    pub(super) use std::sync::atomic;
+
+    /// A `const fn` here; a plain `fn` under loom, whose atomics have no `const` constructors.
+    macro_rules! const_fn {
+        ($(#[$meta:meta])* $vis:vis fn $($rest:tt)*) => {
+            $(#[$meta])* $vis const fn $($rest)*
+        };
+    }
+    pub(super) use const_fn;
+}
 
 use std::borrow::Cow;
 use std::ffi::{CStr, c_void};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::error::{Api, Error};
+use slot::Slot;
 
 pub use driver::{driver_result, driver_version, resolved_driver_result};
 pub(crate) use first::StatusSealed;
@@ -84,51 +99,36 @@ unsafe impl Send for Addr {}
 unsafe impl Sync for Addr {}
 
 /// What an entry point remembers of its resolution: the address to call (the entry point's
-/// first-call stub until the function is resolved, then the library's function), or the fact
-/// that the loaded library lacks the function. Errors that may pass (no library yet, a failing
-/// lookup) are not kept, so the next call tries again.
+/// first-call stub until the function is resolved, then the library's function: [`slot`]), or
+/// the fact that the loaded library lacks the function. Errors that may pass (no library yet, a
+/// failing lookup) are not kept, so the next call tries again.
 ///
 /// The address is the whole fast path: one load before the call, inlined into every wrapper.
 /// Everything else lives out of line, in the stub (see [`first`]).
 #[derive(Debug)]
 struct Resolved {
-    address: AtomicPtr<c_void>,
-    /// The first-call stub, which `address` holds until the function is resolved.
-    first: Stub,
+    slot: Slot,
     missing: OnceLock<Error>,
 }
-
-/// A first-call stub's address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stub(*const c_void);
-
-// SAFETY: the address of a function of this crate, which can be called from any thread.
-unsafe impl Send for Stub {}
-// SAFETY: as above; `Stub` is a plain, immutable address.
-unsafe impl Sync for Stub {}
 
 impl Resolved {
     const fn new(first: *const c_void) -> Resolved {
         Resolved {
-            address: AtomicPtr::new(first.cast_mut()),
-            first: Stub(first),
+            slot: Slot::new(first),
             missing: OnceLock::new(),
         }
     }
 
-    /// The address to call: the library's function, or the first-call stub. `Acquire` pairs
-    /// with [`Resolved::remember`]'s `Release`, so the loaded library is visible to a thread
-    /// that sees its address (a plain load on x86-64).
+    /// The address to call: the library's function, or the first-call stub.
     #[inline(always)]
     fn address(&self) -> *const c_void {
-        self.address.load(Ordering::Acquire).cast_const()
+        self.slot.address()
     }
 
     /// The library's function, if resolved.
     #[inline(always)]
     fn resolved(&self) -> Option<*const c_void> {
-        let address = self.address();
-        (address != self.first.0).then_some(address)
+        self.slot.resolved()
     }
 
     /// Remembers `outcome` when it is final (an address, or [`Error::Unavailable`]); an error
@@ -140,8 +140,7 @@ impl Resolved {
     ) -> Result<*const c_void, &'static Error> {
         match outcome {
             Ok(addr) => {
-                // Another thread may have stored it too; it resolved the same address.
-                self.address.store(addr.0.as_ptr(), Ordering::Release);
+                self.slot.publish(addr.0.as_ptr().cast_const());
                 Ok(addr.0.as_ptr().cast_const())
             }
             Err(e @ Error::Unavailable { .. }) => Err(self.missing.get_or_init(|| e)),
@@ -192,10 +191,7 @@ impl DriverMeta {
     /// The address, resolving it (once) if needed.
     #[inline(always)]
     fn address(&'static self) -> Result<*const c_void, &'static Error> {
-        match self.resolved.resolved() {
-            Some(address) => Ok(address),
-            None => self.resolve(),
-        }
+        self.resolved.slot.get_or(|| self.resolve())
     }
 
     #[cold]
@@ -311,10 +307,7 @@ impl RuntimeMeta {
     /// The address, resolving it (once) if needed.
     #[inline(always)]
     fn address(&'static self) -> Result<*const c_void, &'static Error> {
-        match self.resolved.resolved() {
-            Some(address) => Ok(address),
-            None => self.resolve(),
-        }
+        self.resolved.slot.get_or(|| self.resolve())
     }
 
     #[cold]

@@ -155,20 +155,25 @@ pub(crate) unsafe fn stream_call<F: FnMut() + Send + 'static>(status: u32, data:
     let cell = data.cast::<StreamCell<F>>();
     // SAFETY: by the contract the cell is alive and ours; the book is taken once, here.
     let book = unsafe { ManuallyDrop::take(&mut (*cell).book) };
-    if status == 0 {
-        // SAFETY: as above; nothing else uses the closure during its call.
-        let f = unsafe { &mut (*cell).f };
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-            report(PanicStage::Call, payload);
-        }
-    } else {
-        book.skip(status);
-    }
-    // SAFETY: the cell's closure is `Send`; `drop_cell` drops it once.
-    unsafe { release::<StreamCell<F>>(data, drop_cell::<F>) };
-    // Last: a synchronisation that waits for the stream's callbacks sees the skip and the
-    // closure handed over once the book is released.
-    drop(book);
+    // The closure run or its skip recorded, the closure handed over, and last the book
+    // released: a synchronisation that waits for the stream's callbacks sees the first two once
+    // the book is released.
+    Book::close(
+        book,
+        |book| {
+            if status == 0 {
+                // SAFETY: as above; nothing else uses the closure during its call.
+                let f = unsafe { &mut (*cell).f };
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+                    report(PanicStage::Call, payload);
+                }
+            } else {
+                book.skip(status);
+            }
+        },
+        // SAFETY: the cell's closure is `Send`; `drop_cell` drops it once.
+        || unsafe { release::<StreamCell<F>>(data, drop_cell::<F>) },
+    );
 }
 
 /// A one-shot closure with a sync mode: `cuLaunchHostFunc_v2` calls it through [`guarded_call`],
@@ -270,12 +275,18 @@ pub(crate) unsafe fn guard_call<F: FnMut() + Send + 'static>(status: u32, data: 
     // function before this callback); the book is taken once, here.
     let book = unsafe { ManuallyDrop::take(&mut (*cell).book) };
     // SAFETY: as above.
-    if !unsafe { (*cell).called.load(Ordering::Acquire) } {
-        book.skip(status);
-    }
+    let called = unsafe { (*cell).called.load(Ordering::Acquire) };
     // SAFETY: the cell's closure is `Send`; `drop_guarded` drops it once.
-    unsafe { release::<GuardedCell<F>>(data, drop_guarded::<F>) };
-    drop(book);
+    Book::close(
+        book,
+        |book| {
+            if !called {
+                book.skip(status);
+            }
+        },
+        // SAFETY: the cell's closure is `Send`; `drop_guarded` drops it once.
+        || unsafe { release::<GuardedCell<F>>(data, drop_guarded::<F>) },
+    );
 }
 
 /// A closure boxed for any number of calls, as a host function, its user data and the

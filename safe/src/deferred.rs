@@ -8,17 +8,15 @@
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::mem::size_of;
-use std::ptr;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use crate::callback::in_callback;
+use crate::deferral::{Deferral, GateCore};
 
 /// Runs the deferred destructions if any wait; the second half of [`crate::callback::enter`]
 /// (the caller has checked that the thread is not in a callback). Inlined: one atomic load.
 #[inline(always)]
 pub(crate) fn reap_pending() {
-    if PENDING.load(Ordering::Acquire) {
+    if DEFERRED.pending() {
         reap_now();
     }
 }
@@ -32,27 +30,13 @@ pub(crate) fn reap_pending() {
 ///
 /// Deferring a destruction ([`destroy`] inside a callback) closes every gate, under the lock
 /// that [`Gate::open`] opens them under, so a call after that runs the deferred destructions
-/// first, as [`crate::callback::enter`] does. A gate is only called through by a caller that has resolved the
-/// open function before (the closed function needs it).
+/// first, as [`crate::callback::enter`] does (the protocol: [`crate::deferral`]). A gate is only
+/// called through by a caller that has resolved the open function before (the closed function
+/// needs it).
 pub(crate) struct Gate<F> {
     core: GateCore,
     signature: PhantomData<F>,
 }
-
-/// The part of a [`Gate`] that does not depend on the function's type, linked into [`GATES`]
-/// once opened.
-struct GateCore {
-    /// The function to call: the open one or `closed`.
-    current: AtomicPtr<c_void>,
-    closed: *mut c_void,
-    /// The next gate in [`GATES`]; written under [`DEFERRED`]'s lock.
-    next: AtomicPtr<GateCore>,
-    listed: AtomicBool,
-}
-
-/// Every gate that has been opened, linked through [`GateCore::next`]; written under
-/// [`DEFERRED`]'s lock.
-static GATES: AtomicPtr<GateCore> = AtomicPtr::new(ptr::null_mut());
 
 // SAFETY: a gate holds addresses of functions (of a library that is never unloaded, or of this
 // crate), usable from any thread; `F` is only a marker of their type.
@@ -73,12 +57,7 @@ impl<F: Copy> Gate<F> {
         // SAFETY: `F` is a function pointer, of the size of an address (asserted above).
         let closed = unsafe { Address { function: closed }.address };
         Gate {
-            core: GateCore {
-                current: AtomicPtr::new(closed),
-                closed,
-                next: AtomicPtr::new(ptr::null_mut()),
-                listed: AtomicBool::new(false),
-            },
+            core: GateCore::new(closed),
             signature: PhantomData,
         }
     }
@@ -86,7 +65,7 @@ impl<F: Copy> Gate<F> {
     /// The function to call: the open one, or the closed one.
     #[inline(always)]
     pub(crate) fn get(&'static self) -> F {
-        let address = self.core.current.load(Ordering::Acquire);
+        let address = self.core.current();
         // SAFETY: `current` only ever holds an `F`: the closed one (`new`) or an open one
         // (`open`).
         unsafe { Address { address }.function }
@@ -99,48 +78,22 @@ impl<F: Copy> Gate<F> {
     #[inline(never)]
     pub(crate) fn open(&'static self, open: F) {
         reap();
-        let _queue = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
-        if PENDING.load(Ordering::Acquire) {
-            return;
-        }
-        let core = &self.core;
-        if !core.listed.load(Ordering::Relaxed) {
-            core.next
-                .store(GATES.load(Ordering::Relaxed), Ordering::Relaxed);
-            GATES.store(ptr::from_ref(core).cast_mut(), Ordering::Relaxed);
-            core.listed.store(true, Ordering::Relaxed);
-        }
         // SAFETY: as in `new`.
         let address = unsafe { Address { function: open }.address };
-        core.current.store(address, Ordering::Release);
-    }
-}
-
-/// Closes every gate; called under [`DEFERRED`]'s lock.
-fn close_gates() {
-    let mut gate = GATES.load(Ordering::Relaxed);
-    while !gate.is_null() {
-        // SAFETY: the list holds only `'static` gates.
-        let core = unsafe { &*gate };
-        core.current.store(core.closed, Ordering::Release);
-        gate = core.next.load(Ordering::Relaxed);
+        DEFERRED.open(&self.core, address);
     }
 }
 
 /// A destruction that had to wait until it could call CUDA.
 type Deferred = Box<dyn FnOnce() + Send>;
 
-static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
-static PENDING: AtomicBool = AtomicBool::new(false);
+static DEFERRED: Deferral<Deferred> = Deferral::new();
 
 /// Runs `destroy` (which calls CUDA) now, or, inside a callback where CUDA calls are not
 /// permitted, on the next call of this crate from an ordinary thread.
 pub(crate) fn destroy(destroy: impl FnOnce() + Send + 'static) {
     if in_callback() {
-        let mut queue = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
-        queue.push(Box::new(destroy));
-        PENDING.store(true, Ordering::Release);
-        close_gates();
+        DEFERRED.defer(Box::new(destroy));
     } else {
         destroy();
         reap();
@@ -149,7 +102,7 @@ pub(crate) fn destroy(destroy: impl FnOnce() + Send + 'static) {
 
 /// Runs the deferred destructions, in the order they were deferred (outside callbacks only).
 pub(crate) fn reap() {
-    if !PENDING.load(Ordering::Acquire) || in_callback() {
+    if !DEFERRED.pending() || in_callback() {
         return;
     }
     reap_now();
@@ -159,30 +112,20 @@ pub(crate) fn reap() {
 #[cold]
 #[inline(never)]
 fn reap_now() {
-    let due = {
-        let mut queue = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
-        PENDING.store(false, Ordering::Release);
-        std::mem::take(&mut *queue)
-    };
-    for destroy in due {
-        destroy();
-    }
+    DEFERRED.reap(|destroy| destroy());
 }
 
 /// Runs `check` under the queue's lock if no destruction waits (tests: nothing can close the
 /// gates meanwhile).
 #[cfg(test)]
 pub(crate) fn when_none_pending(check: impl FnOnce()) {
-    let _queue = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
-    if !PENDING.load(Ordering::SeqCst) {
-        check();
-    }
+    DEFERRED.when_none_pending(check);
 }
 
 /// How many destructions wait for an ordinary thread.
 #[cfg(test)]
 pub(crate) fn deferred() -> usize {
-    DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).len()
+    DEFERRED.len()
 }
 
 /// A raw CUDA handle type (a context, stream, event, graph or executable pointer of one target's

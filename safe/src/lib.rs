@@ -171,14 +171,20 @@
 #![cfg_attr(not(feature = "all-targets"), allow(dead_code, unused_imports))]
 
 mod arena;
+mod backlog;
+mod book;
 mod callback;
 mod capture;
+mod deferral;
 mod deferred;
 mod error;
 mod panic;
 mod reaper;
 mod record;
+mod signal;
 mod sticky;
+mod store;
+mod sync;
 mod sync_mode;
 mod waiter;
 

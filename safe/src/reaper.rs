@@ -25,11 +25,11 @@
 
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 use std::thread::{self, Thread};
 
 use crate::Error;
+use crate::backlog::Backlog;
 use crate::callback;
 use crate::panic::{PanicStage, report};
 
@@ -64,26 +64,11 @@ impl Job {
     }
 }
 
-#[derive(Default)]
-struct Queue {
-    /// Waiting closures (never more than the capacity: no reallocation).
-    jobs: Vec<Job>,
-    /// Closures the thread has taken and is dropping now.
-    dropping: usize,
-    /// The thread is parked (or about to park) and must be unparked by the next hand-over.
-    parked: bool,
-    /// Threads in [`Reaper::wait`].
-    waiters: usize,
-}
-
 /// A reaper: its backlog and its thread (one per process, [`REAPER`]; tests make their own).
 pub(crate) struct Reaper {
-    queue: Mutex<Queue>,
-    /// Signalled when the backlog is empty and nothing is being dropped, if anyone waits.
-    idle: Condvar,
+    /// The hand-off (model-checked on its own: [`crate::backlog`]).
+    backlog: Backlog<Job>,
     thread: OnceLock<Option<Thread>>,
-    capacity: usize,
-    overflowed: AtomicU64,
     name: &'static str,
 }
 
@@ -98,22 +83,10 @@ thread_local! {
 impl Reaper {
     pub(crate) const fn new(capacity: usize, name: &'static str) -> Reaper {
         Reaper {
-            queue: Mutex::new(Queue {
-                jobs: Vec::new(),
-                dropping: 0,
-                parked: false,
-                waiters: 0,
-            }),
-            idle: Condvar::new(),
+            backlog: Backlog::new(capacity),
             thread: OnceLock::new(),
-            capacity,
-            overflowed: AtomicU64::new(0),
             name,
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The reaper thread, started on first use (`None`: it could not be started).
@@ -125,11 +98,7 @@ impl Reaper {
     #[cold]
     #[inline(never)]
     fn start(&'static self) -> Option<Thread> {
-        {
-            let mut queue = self.lock();
-            let want = self.capacity.saturating_sub(queue.jobs.capacity());
-            queue.jobs.reserve_exact(want);
-        }
+        self.backlog.reserve();
         thread::Builder::new()
             .name(self.name.to_owned())
             .spawn(move || self.run())
@@ -148,16 +117,8 @@ impl Reaper {
         let Some(thread) = self.thread() else {
             return self.overflow(job);
         };
-        let mut queue = self.lock();
-        if queue.jobs.len() >= self.capacity {
-            std::mem::drop(queue);
-            return self.overflow(job);
-        }
-        queue.jobs.push(job);
-        let wake = std::mem::take(&mut queue.parked);
-        std::mem::drop(queue);
-        if wake {
-            thread.unpark();
+        if let Err(job) = self.backlog.offer(job, thread) {
+            self.overflow(job);
         }
     }
 
@@ -165,56 +126,28 @@ impl Reaper {
     #[cold]
     #[inline(never)]
     fn overflow(&self, job: Job) {
-        self.overflowed.fetch_add(1, Ordering::Relaxed);
+        self.backlog.count_overflow();
         job.run();
     }
 
     /// The reaper thread's loop: take the whole backlog, drop it, park when there is none.
     fn run(&self) {
         ON_REAPER.with(|on| on.set(true));
-        let mut mine: Vec<Job> = Vec::with_capacity(self.capacity);
-        loop {
-            {
-                let mut queue = self.lock();
-                queue.dropping = 0;
-                if queue.jobs.is_empty() {
-                    if queue.waiters > 0 {
-                        self.idle.notify_all();
-                    }
-                    queue.parked = true;
-                    std::mem::drop(queue);
-                    // A hand-over after `parked` was set unparks: the token makes this return.
-                    thread::park();
-                    continue;
-                }
-                // Both vectors keep their capacity: no allocation after the first.
-                std::mem::swap(&mut queue.jobs, &mut mine);
-                queue.dropping = mine.len();
-            }
-            for job in mine.drain(..) {
-                job.run();
-            }
-        }
+        self.backlog.serve(Job::run, thread::park, || false);
     }
 
     /// Closures handed over and not yet dropped.
     pub(crate) fn pending(&self) -> usize {
-        let queue = self.lock();
-        queue.jobs.len() + queue.dropping
+        self.backlog.pending()
     }
 
     /// Waits until every closure handed over so far has been dropped.
     pub(crate) fn wait(&self) {
-        let mut queue = self.lock();
-        queue.waiters += 1;
-        while !(queue.jobs.is_empty() && queue.dropping == 0) {
-            queue = self.idle.wait(queue).unwrap_or_else(|e| e.into_inner());
-        }
-        queue.waiters -= 1;
+        self.backlog.wait();
     }
 
     pub(crate) fn overflowed(&self) -> u64 {
-        self.overflowed.load(Ordering::Relaxed)
+        self.backlog.overflowed()
     }
 }
 
@@ -277,8 +210,8 @@ pub fn overflowed_drops() -> u64 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
-    use std::sync::{Arc, Barrier};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Barrier, Mutex};
 
     /// Records the thread it is dropped on.
     struct Where(Arc<Mutex<Vec<Option<String>>>>);

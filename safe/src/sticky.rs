@@ -10,40 +10,10 @@
 //! reports as [`Error::HostFunctionsSkipped`].
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use crate::Error;
-
-/// What a stream's skipped callbacks left: how many, and the status CUDA passed the first.
-///
-/// Every one-shot closure enqueued on the stream holds a reference to the book until CUDA has
-/// called its callback, so the book's reference count, less the stream's own, is the number of
-/// callbacks CUDA has not made yet.
-#[derive(Debug, Default)]
-pub(crate) struct Book {
-    skipped: AtomicUsize,
-    status: AtomicU32,
-}
-
-impl Book {
-    /// Records a callback that CUDA made with `status` (not success): its closure was not
-    /// called. Runs on CUDA's thread.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn skip(&self, status: u32) {
-        let _ = self
-            .status
-            .compare_exchange(0, status, Ordering::Relaxed, Ordering::Relaxed);
-        self.skipped.fetch_add(1, Ordering::Release);
-    }
-
-    /// Whether skipped callbacks wait to be reported.
-    #[inline]
-    pub(crate) fn any(&self) -> bool {
-        self.skipped.load(Ordering::Relaxed) != 0
-    }
-}
+pub(crate) use crate::book::Book;
 
 /// How long a failed synchronisation waits for CUDA to make the stream's remaining callbacks
 /// (with the error), so that the count it reports is whole.
@@ -80,11 +50,11 @@ pub(crate) fn report(
     {
         settle(book);
     }
-    let skipped = u32::try_from(book.skipped.swap(0, Ordering::Acquire)).unwrap_or(u32::MAX);
+    let (skipped, status) = book.take();
     if skipped == 0 {
         return Ok(result?);
     }
-    let status = book.status.swap(0, Ordering::Relaxed);
+    let skipped = u32::try_from(skipped).unwrap_or(u32::MAX);
     let source = match result {
         Err(e) => e,
         Ok(()) => cuda_hostcb::Error::Cuda {
@@ -104,12 +74,14 @@ pub(crate) fn report(
 fn settle(book: &Arc<Book>) {
     let start = Instant::now();
     let mut pause = Duration::from_micros(50);
-    while Arc::strong_count(book) > 1 && start.elapsed() < SETTLE {
+    Book::settle(book, || {
+        if start.elapsed() >= SETTLE {
+            return false;
+        }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(5));
-    }
-    // The callbacks' writes to the book happen before their release of it.
-    fence(Ordering::Acquire);
+        true
+    });
 }
 
 #[cfg(test)]

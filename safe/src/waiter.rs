@@ -6,17 +6,19 @@
 //! waiting thread; if the work is not done within [`COMPLETION_SPIN`] of its first poll, it hands the
 //! event to the waiter and sleeps until woken. The waiter asks each pending event once per sweep
 //! (`cuEventQuery`, on this thread, never on one of CUDA's), then sleeps for a time that doubles
-//! from [`FIRST_PAUSE`] to [`LAST_PAUSE`] while nothing resolves, and parks without a time-out
-//! while nothing is pending. A future dropped after the hand-over is forgotten at the next sweep
-//! (its event destroyed there); one dropped before costs nothing at all.
+//! from [`FIRST_PAUSE`](crate::signal::FIRST_PAUSE) to
+//! [`LAST_PAUSE`](crate::signal::LAST_PAUSE) while nothing resolves, and parks without a
+//! time-out while nothing is pending. A future dropped after the hand-over is forgotten at the
+//! next sweep (its event destroyed there); one dropped before costs nothing at all. The
+//! protocol of the hand-over, the sweep and the wake-up is [`crate::signal`]'s.
 
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::task::Waker;
 use std::thread::{self, Thread};
 use std::time::Duration;
 
 use crate::Error;
+use crate::signal::{self, Signal, Sweeper};
 
 /// How long a future checks its work on the awaiting task (woken again at once while the work
 /// is pending) before it hands the work to the waiter thread.
@@ -26,90 +28,38 @@ use crate::Error;
 /// work costs at most this much of a task's time before it sleeps.
 pub const COMPLETION_SPIN: Duration = Duration::from_micros(100);
 
-/// The waiter's first pause after a sweep that left work pending.
-pub(crate) const FIRST_PAUSE: Duration = Duration::from_micros(20);
-
-/// The waiter's longest pause: the most a completion handed over may resolve late.
-pub(crate) const LAST_PAUSE: Duration = Duration::from_millis(1);
-
 /// The name of the waiter thread.
 pub const WAITER_THREAD_NAME: &str = "cuda-hostcb-waiter";
 
-/// Not resolved yet.
-pub(crate) const PENDING: u8 = 0;
-/// The work is done.
-pub(crate) const DONE: u8 = 1;
-/// The context hit an error that ends it: the work will never be done.
-pub(crate) const ABANDONED: u8 = 2;
-/// The event could not be asked (not a context error): see [`Shared::failure`].
-pub(crate) const FAILED: u8 = 3;
+/// What asking an event found: a CUDA error when it failed.
+pub(crate) type Check = signal::Check<cuda_hostcb::Error>;
 
-/// What a future and the waiter share: the outcome and the task to wake.
-#[derive(Debug, Default)]
-pub(crate) struct Shared {
-    state: AtomicU8,
-    waker: Mutex<Option<Waker>>,
-    failure: Mutex<Option<cuda_hostcb::Error>>,
-}
+/// What a future and the waiter share: the outcome and the task to wake (the protocol:
+/// [`crate::signal`]).
+pub(crate) type Shared = Signal<cuda_hostcb::Error>;
 
 impl Shared {
-    fn lock_waker(&self) -> MutexGuard<'_, Option<Waker>> {
-        self.waker.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The outcome, if resolved.
     #[inline]
     pub(crate) fn outcome(&self) -> Option<Result<(), Error>> {
-        match self.state.load(Ordering::Acquire) {
-            PENDING => None,
-            DONE => Some(Ok(())),
-            ABANDONED => Some(Err(Error::CompletionAbandoned)),
-            _ => {
-                let failure = *self.failure.lock().unwrap_or_else(|e| e.into_inner());
-                Some(Err(failure.map_or(Error::CompletionAbandoned, Error::Cuda)))
-            }
-        }
+        outcome(self.check())
     }
 
-    /// Stores the waker of the task that polls (unless it is the one stored already).
-    pub(crate) fn register(&self, waker: &Waker) {
-        let mut slot = self.lock_waker();
-        match &mut *slot {
-            Some(w) if w.will_wake(waker) => {}
-            other => *other = Some(waker.clone()),
-        }
-    }
-
-    /// Records the outcome and wakes the task that last registered, if any.
-    pub(crate) fn resolve(&self, outcome: Check) {
-        let state = match outcome {
-            Check::Pending => return,
-            Check::Done => DONE,
-            Check::Abandoned => ABANDONED,
-            Check::Failed(e) => {
-                *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                FAILED
-            }
-        };
-        self.state.store(state, Ordering::Release);
-        let waker = self.lock_waker().take();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+    /// A poll of the future ([`Signal::poll`]): the outcome, if resolved (else the waker is
+    /// registered).
+    #[inline]
+    pub(crate) fn poll_outcome(&self, waker: &Waker) -> Option<Result<(), Error>> {
+        outcome(self.poll(waker))
     }
 }
 
-/// What asking an event found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Check {
-    /// Not done yet.
-    Pending,
-    /// Done.
-    Done,
-    /// The context hit an error that ends it (the work before will never be done).
-    Abandoned,
-    /// Another error.
-    Failed(cuda_hostcb::Error),
+fn outcome(check: Check) -> Option<Result<(), Error>> {
+    match check {
+        Check::Pending => None,
+        Check::Done => Some(Ok(())),
+        Check::Abandoned => Some(Err(Error::CompletionAbandoned)),
+        Check::Failed(e) => Some(Err(Error::Cuda(e))),
+    }
 }
 
 /// A pending completion's event, handed to the waiter: asked each sweep, and dropped (event
@@ -118,19 +68,23 @@ pub(crate) trait Watch: Send {
     fn check(&mut self) -> Check;
 }
 
-struct Entry {
-    shared: Arc<Shared>,
-    watch: Box<dyn Watch>,
+/// A [`Watch`] as the sweep's.
+struct AsWatch<W>(W);
+
+impl<W: Watch> signal::Watch<cuda_hostcb::Error> for AsWatch<W> {
+    fn check(&mut self) -> Check {
+        self.0.check()
+    }
 }
 
 /// The waiter's queue and thread (one per process).
 struct Waiter {
-    incoming: Mutex<Vec<Entry>>,
+    sweeper: Sweeper<cuda_hostcb::Error>,
     thread: OnceLock<Option<Thread>>,
 }
 
 static WAITER: Waiter = Waiter {
-    incoming: Mutex::new(Vec::new()),
+    sweeper: Sweeper::new(),
     thread: OnceLock::new(),
 };
 
@@ -140,58 +94,14 @@ impl Waiter {
             .get_or_init(|| {
                 thread::Builder::new()
                     .name(WAITER_THREAD_NAME.to_owned())
-                    .spawn(move || self.run())
+                    .spawn(move || {
+                        self.sweeper
+                            .run(thread::park, thread::park_timeout, || false)
+                    })
                     .ok()
                     .map(|handle| handle.thread().clone())
             })
             .as_ref()
-    }
-
-    fn take_incoming(&self, into: &mut Vec<Entry>) {
-        let mut incoming = self.incoming.lock().unwrap_or_else(|e| e.into_inner());
-        into.append(&mut incoming);
-    }
-
-    /// The loop: sweep what is pending; pause (longer each time nothing resolved) while
-    /// something is, park while nothing is.
-    fn run(&self) {
-        let mut pending: Vec<Entry> = Vec::new();
-        let mut pause = FIRST_PAUSE;
-        loop {
-            let before = pending.len();
-            self.take_incoming(&mut pending);
-            if pending.len() > before {
-                pause = FIRST_PAUSE;
-            }
-            if pending.is_empty() {
-                // A hand-over after the check above unparks: the token makes this return.
-                thread::park();
-                continue;
-            }
-            let mut resolved = false;
-            pending.retain_mut(|entry| {
-                // Only the waiter holds the outcome: the future was dropped; forget it.
-                if Arc::strong_count(&entry.shared) == 1 {
-                    return false;
-                }
-                match entry.watch.check() {
-                    Check::Pending => true,
-                    outcome => {
-                        entry.shared.resolve(outcome);
-                        resolved = true;
-                        false
-                    }
-                }
-            });
-            if pending.is_empty() {
-                continue;
-            }
-            if resolved {
-                pause = FIRST_PAUSE;
-            }
-            thread::park_timeout(pause);
-            pause = (pause * 2).min(LAST_PAUSE);
-        }
     }
 }
 
@@ -203,15 +113,10 @@ pub(crate) fn start() -> bool {
 
 /// Hands a pending completion to the waiter thread (started by [`start`]; without it the entry
 /// waits until it starts).
-pub(crate) fn hand_over(shared: Arc<Shared>, watch: Box<dyn Watch>) {
+pub(crate) fn hand_over<W: Watch + 'static>(shared: Arc<Shared>, watch: W) {
     WAITER
-        .incoming
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(Entry { shared, watch });
-    if let Some(thread) = WAITER.thread() {
-        thread.unpark();
-    }
+        .sweeper
+        .hand_over(shared, Box::new(AsWatch(watch)), WAITER.thread());
 }
 
 #[cfg(test)]
@@ -219,7 +124,7 @@ mod tests {
     //! The waiter without a GPU: watches that resolve after a number of checks.
 
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::Wake;
     use std::time::Instant;
 
@@ -283,7 +188,7 @@ mod tests {
             dropped: Arc::clone(&dropped),
         };
         assert!(start());
-        hand_over(Arc::clone(shared), Box::new(watch));
+        hand_over(Arc::clone(shared), watch);
         (checks, dropped)
     }
 

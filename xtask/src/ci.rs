@@ -1,6 +1,7 @@
 //! `cargo xtask test`: everything CI checks, in one command: formatting, clippy, docs, seals,
-//! stale output, every test of the workspace (GPU tests skip visibly without a GPU), and the
-//! instruction budgets of the CPU bench over the stub driver (bench/budgets.txt).
+//! stale output, every test of the workspace (GPU tests skip visibly without a GPU), the
+//! concurrent protocols under loom, and the instruction budgets of the CPU bench over the stub
+//! driver (bench/budgets.txt).
 
 use std::process::Command;
 use std::time::Instant;
@@ -59,6 +60,13 @@ const STEPS: &[Step] = &[
         name: "tests",
         // Every test binary, also after one fails, so that a red run shows every failure.
         args: &["test", "--workspace", "--all-features", "--no-fail-fast"],
+        env: &[],
+    },
+    // The concurrent protocols' models under loom (tests/loom), in their own target folder
+    // (target/loom): seconds once built.
+    Step {
+        name: "loom",
+        args: &["xtask", "loom"],
         env: &[],
     },
     // Exact instruction counts (callgrind) of the host-callback paths over the stub driver,

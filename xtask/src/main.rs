@@ -11,6 +11,7 @@
 //!   scratch copy;
 //! - `api [--bless]`: list the public API of the crates users install and compare it with the
 //!   committed listing (`api/`), as the version policy allows;
+//! - `loom [--preemptions N] [FILTER]`: the concurrent protocols' models under loom;
 //! - `test`: everything CI runs (fmt, verify, check, clippy, docs, every test, the API check).
 
 mod api;
@@ -19,6 +20,7 @@ mod ci;
 mod coldbench;
 mod fuzz;
 mod layout;
+mod loom;
 mod pin;
 mod sources;
 
@@ -94,6 +96,9 @@ enum Command {
     /// Fuzz the parsers of untrusted input (seal lines, sealed files, inputs.lock, cached
     /// summaries, wheels and their RECORD) for a long run; `cargo test` runs a short one.
     Fuzz(fuzz::Args),
+    /// Model-check the safe layer's and the loader's concurrent protocols with loom
+    /// (tests/loom, built with --cfg loom into target/loom); `cargo xtask test` runs it.
+    Loom(loom::Args),
     /// Time cold builds of a program using one target, against cudarc's sys layer, side by side;
     /// sealed source per target; the layout oracle's counts.
     BenchCold(coldbench::Args),
@@ -277,6 +282,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Layout(args) => layout::run(&load()?, args),
         Command::BenchCold(args) => coldbench::run(&load()?, args),
         Command::Fuzz(args) => fuzz::run(&root, args),
+        Command::Loom(args) => loom::run(&root, args),
     };
     done.map(|()| ExitCode::SUCCESS)
 }

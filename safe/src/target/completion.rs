@@ -206,13 +206,8 @@ impl Future for Completion {
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         if let Some(shared) = &this.shared {
-            if let Some(outcome) = shared.outcome() {
-                return Poll::Ready(outcome);
-            }
             // With the waiter: it wakes the task that registered last.
-            shared.register(cx.waker());
-            // It may have resolved between the first check and the registration.
-            return match shared.outcome() {
+            return match shared.poll_outcome(cx.waker()) {
                 Some(outcome) => Poll::Ready(outcome),
                 None => Poll::Pending,
             };
@@ -241,7 +236,7 @@ impl Future for Completion {
                 let shared = Arc::new(Shared::default());
                 shared.register(cx.waker());
                 if let Some(mark) = this.mark.take() {
-                    waiter::hand_over(Arc::clone(&shared), Box::new(mark));
+                    waiter::hand_over(Arc::clone(&shared), mark);
                 }
                 this.shared = Some(shared);
                 return Poll::Pending;

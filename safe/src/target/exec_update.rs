@@ -12,17 +12,16 @@
 
 use std::any::Any;
 use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::context::push;
 use super::{Context, Graph, GraphExec, GraphNode, Stream, host_v2, sync_mode, sys};
 use crate::callback::{self, HostFn, Shared, call_shared};
 use crate::panic::{PanicStage, report};
+use crate::store;
 use crate::{Error, HostSyncMode};
 
 /// A node of the graph an [`UpdatableExec`] was instantiated from, without the borrow of the
@@ -72,98 +71,12 @@ impl<G> Drop for Owned<G> {
     }
 }
 
-/// One closure held by the store: the generation it was installed at, and its owner.
-struct Held {
-    generation: u64,
-    _owner: Box<dyn Any + Send + Sync>,
-}
-
-/// The closures of one executable that a launch may still call.
-struct Store {
-    state: Mutex<State>,
-    /// The generation at which the oldest retired closure was replaced (`u64::MAX`: none), so
-    /// that a call can skip the lock when there is nothing to free.
-    oldest_retired: AtomicU64,
-}
-
-#[derive(Default)]
-struct State {
-    /// The closure each node set through the store runs now (node address as the key).
-    current: HashMap<usize, Held>,
-    /// Replaced closures that a launch may still call, with the generation that replaced each
-    /// (increasing).
-    retired: VecDeque<(u64, Held)>,
-    /// The most closures held at once.
-    most: usize,
-}
-
-impl State {
-    fn held(&self) -> usize {
-        self.current.len() + self.retired.len()
-    }
-}
-
-impl Store {
-    fn new() -> Store {
-        Store {
-            state: Mutex::new(State::default()),
-            oldest_retired: AtomicU64::new(u64::MAX),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Makes `held` the current closure of `node`. The one it replaces is retired, or returned
-    /// (to drop at once, off CUDA's threads) when no launch was made while it was current:
-    /// `launched_at` is the generation at the last launch.
-    fn install(&self, node: usize, held: Held, launched_at: u64) -> Option<Held> {
-        let replaced_by = held.generation;
-        let mut state = self.lock();
-        let old = state.current.insert(node, held);
-        let unseen = match old {
-            Some(old) if old.generation > launched_at => Some(old),
-            Some(old) => {
-                if state.retired.is_empty() {
-                    self.oldest_retired.store(replaced_by, Ordering::Release);
-                }
-                state.retired.push_back((replaced_by, old));
-                None
-            }
-            None => None,
-        };
-        state.most = state.most.max(state.held());
-        unseen
-    }
-
-    /// A closure installed at `generation` is being called: its launch was made after every
-    /// replacement up to `generation`, and CUDA runs an executable's launches one after
-    /// another, so every launch that could call a closure replaced up to then has finished.
-    /// Hands those closures to the reaper (outside the lock), which drops them on a program
-    /// thread (a panic in a drop is reported, not raised).
-    fn called(&self, generation: u64) {
-        if self.oldest_retired.load(Ordering::Acquire) > generation {
-            return;
-        }
-        let due: Vec<(u64, Held)> = {
-            let mut state = self.lock();
-            let keep = state
-                .retired
-                .iter()
-                .position(|(replaced, _)| *replaced > generation)
-                .unwrap_or(state.retired.len());
-            let due = state.retired.drain(..keep).collect();
-            let oldest = state.retired.front().map_or(u64::MAX, |(r, _)| *r);
-            self.oldest_retired.store(oldest, Ordering::Release);
-            due
-        };
-        if !due.is_empty() {
-            // Off CUDA's thread: the reaper drops them.
-            crate::reaper::drop_boxed(Box::new(Retired(due)));
-        }
-    }
-}
+/// What owns a closure in the store.
+type Owner = Box<dyn Any + Send + Sync>;
+/// The closures of one executable that a launch may still call (the protocol:
+/// [`crate::store`]).
+type Store = store::Store<Owner>;
+type Held = store::Held<Owner>;
 
 /// Closures a launch's call proved unused, dropped one by one (each drop panic reported).
 struct Retired(Vec<(u64, Held)>);
@@ -192,7 +105,10 @@ impl StorePtr {
     /// The store is alive.
     unsafe fn called(self, generation: u64) {
         // SAFETY: the caller's contract.
-        unsafe { &*self.0 }.called(generation);
+        unsafe { &*self.0 }.called(generation, |due| {
+            // Off CUDA's thread: the reaper drops them.
+            crate::reaper::drop_boxed(Box::new(Retired(due)));
+        });
     }
 }
 
@@ -215,10 +131,7 @@ where
             resume_unwind(payload);
         }
     });
-    let held = Held {
-        generation,
-        _owner: Box::new(owner),
-    };
+    let held = Held::new(generation, Box::new(owner));
     (call, data, held)
 }
 
@@ -324,16 +237,6 @@ pub struct UpdatableExec {
     generation: u64,
     /// The generation at the latest launch.
     launched_at: Cell<u64>,
-}
-
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = self.lock();
-        f.debug_struct("Store")
-            .field("current", &state.current.len())
-            .field("retired", &state.retired.len())
-            .finish()
-    }
 }
 
 impl Graph {
@@ -457,12 +360,12 @@ impl UpdatableExec {
     /// How many closures set through [`set_host_node`](Self::set_host_node) the store holds now
     /// (each node's current one and the replaced ones a launch may still call).
     pub fn held_closures(&self) -> usize {
-        self.store.lock().held()
+        self.store.held()
     }
 
     /// The most closures the store has held at once.
     pub fn most_held_closures(&self) -> usize {
-        self.store.lock().most
+        self.store.most()
     }
 
     /// The raw executable; valid while `self` lives. Launch it only through
@@ -482,7 +385,7 @@ mod tests {
     //! The store's bookkeeping without a GPU: closures are called by hand, as CUDA would.
 
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     struct Tally(Arc<AtomicUsize>);
 
@@ -516,7 +419,7 @@ mod tests {
             drop(store.install(7, held, 0));
         }
         assert_eq!(drops.load(Ordering::SeqCst), 99);
-        assert_eq!(store.lock().held(), 1);
+        assert_eq!(store.held(), 1);
     }
 
     #[test]
@@ -541,7 +444,7 @@ mod tests {
         let (_, _, held) = counted(&store, 2, &calls, &drops);
         assert!(store.install(1, held, 1).is_none());
         assert_eq!(drops.load(Ordering::SeqCst), 0);
-        assert_eq!(store.lock().held(), 2);
+        assert_eq!(store.held(), 2);
     }
 
     #[test]
@@ -555,7 +458,7 @@ mod tests {
         assert!(store.install(2, held, 1).is_none());
         let (call_a3, data_a3, held) = counted(&store, 3, &calls, &drops);
         assert!(store.install(1, held, 2).is_none(), "A1 was launched: retired");
-        assert_eq!(store.lock().held(), 3);
+        assert_eq!(store.held(), 3);
         // The launch made at generation 2 runs A1 and B2: neither proves A1's launches are done.
         unsafe { call_a1(data_a1) };
         unsafe { call_b2(data_b2) };
@@ -565,8 +468,8 @@ mod tests {
         crate::wait_for_drops().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1, "A1, by the reaper");
         assert_eq!(calls.load(Ordering::SeqCst), 3);
-        assert_eq!(store.lock().held(), 2);
-        assert_eq!(store.lock().most, 3);
+        assert_eq!(store.held(), 2);
+        assert_eq!(store.most(), 3);
         drop(store);
         assert_eq!(drops.load(Ordering::SeqCst), 3, "the rest go with the store");
     }

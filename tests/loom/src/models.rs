@@ -1,0 +1,423 @@
+//! One model per protocol. Each runs the protocol's own code on the threads it runs on for
+//! real (a callback's, the reaper's, the waiter's, a caller's), with CUDA's part played by a
+//! closure, and asserts the protocol's promise after (or during) every interleaving.
+
+use std::ffi::c_void;
+use std::task::{Wake, Waker};
+
+use crate::backlog::Backlog;
+use crate::book::Book;
+use crate::deferral::{Deferral, GateCore};
+use crate::signal::{Check, Signal, Sweeper, Watch};
+use crate::slot::Slot;
+use crate::store::{Held, Store};
+use crate::sync::Arc;
+use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::thread;
+
+/// Runs `f` under loom with the preemption bound of `LOOM_MAX_PREEMPTIONS`, 3 if unset, and
+/// prints how many executions it explored.
+#[cfg(loom)]
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(3);
+    }
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&runs);
+    builder.check(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f();
+    });
+    let test = std::thread::current().name().unwrap_or("?").to_owned();
+    println!(
+        "loom: {test}: {} executions (preemption bound {})",
+        runs.load(std::sync::atomic::Ordering::Relaxed),
+        builder.preemption_bound.unwrap_or(0),
+    );
+}
+
+/// Without loom: a few runs on real threads, a smoke test of the models themselves.
+#[cfg(not(loom))]
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    for _ in 0..50 {
+        f();
+    }
+}
+
+/// Leaks `value`, for the protocols that keep `'static` references (gates in a list).
+fn leak<T>(value: T) -> &'static T {
+    Box::leak(Box::new(value))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reaper's hand-off and its overflow path.
+
+/// A closure handed to the reaper: counts its drop.
+struct Job(Arc<AtomicUsize>);
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// What a trampoline does with its closure (`Reaper::drop_later`): hand it over, or, with the
+/// backlog full, drop it here, counted.
+fn drop_later(backlog: &Backlog<Job>, job: Job, reaper: &thread::Thread) {
+    if let Err(job) = backlog.offer(job, reaper) {
+        backlog.count_overflow();
+        drop(job);
+    }
+}
+
+#[test]
+fn reaper_runs_every_job_once_and_a_wait_sees_them_all() {
+    model(|| {
+        // Room for one: the second hand-over overflows unless the reaper took the first.
+        let backlog = Arc::new(Backlog::<Job>::new(1));
+        backlog.reserve();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let reaper = {
+            let (backlog, stop) = (Arc::clone(&backlog), Arc::clone(&stop));
+            thread::spawn(move || {
+                backlog.serve(drop, thread::park, || stop.load(Ordering::Acquire));
+            })
+        };
+        let taker = reaper.thread().clone();
+        // A callback on another thread, and one here.
+        let callback = {
+            let (backlog, dropped, taker) =
+                (Arc::clone(&backlog), Arc::clone(&dropped), taker.clone());
+            thread::spawn(move || drop_later(&backlog, Job(dropped), &taker))
+        };
+        drop_later(&backlog, Job(Arc::clone(&dropped)), &taker);
+        callback.join().unwrap();
+        backlog.wait();
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            2,
+            "the wait returned before every job handed over had been dropped"
+        );
+        assert_eq!(backlog.pending(), 0);
+        assert!(backlog.overflowed() <= 1);
+        stop.store(true, Ordering::Release);
+        taker.unpark();
+        reaper.join().unwrap();
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deferred destructions and the launch gates.
+
+// Addresses that stand for the closed and open functions (never called).
+const CLOSED: *mut c_void = std::ptr::without_provenance_mut(1);
+const OPEN: *mut c_void = std::ptr::without_provenance_mut(2);
+
+/// A call through `gate` (`Gate::get`): on the closed path it runs the deferred destructions
+/// and opens the gate again, as the closed functions do (`Gate::open`).
+fn call_through(deferral: &Deferral<usize>, gate: &'static GateCore, ran: &AtomicUsize) {
+    if gate.current() == CLOSED {
+        deferral.reap(|_| {
+            ran.fetch_add(1, Ordering::SeqCst);
+        });
+        deferral.open(gate, OPEN);
+    }
+}
+
+#[test]
+fn a_deferred_destruction_is_never_left_behind_an_open_gate() {
+    model(|| {
+        let deferral: &'static Deferral<usize> = leak(Deferral::new());
+        let gate: &'static GateCore = leak(GateCore::new(CLOSED));
+        let ran = Arc::new(AtomicUsize::new(0));
+        call_through(deferral, gate, &ran);
+        assert_eq!(gate.current(), OPEN, "a first call opens the gate");
+        // A callback drops two handles; a caller calls through the gate meanwhile.
+        let callback = thread::spawn(move || {
+            deferral.defer(1);
+            deferral.defer(2);
+        });
+        let caller = {
+            let ran = Arc::clone(&ran);
+            thread::spawn(move || call_through(deferral, gate, &ran))
+        };
+        callback.join().unwrap();
+        caller.join().unwrap();
+        assert!(
+            !deferral.pending() || gate.current() == CLOSED,
+            "a destruction is pending behind an open gate"
+        );
+        // The next call runs what is left.
+        call_through(deferral, gate, &ran);
+        assert_eq!(ran.load(Ordering::SeqCst), 2);
+        assert_eq!(gate.current(), OPEN);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sticky-error book.
+
+#[test]
+fn a_settled_book_holds_every_skip_with_its_status() {
+    model(|| {
+        let book = Arc::new(Book::default());
+        // Two callbacks after a context error: one skipped (status 719), one whose closure ran.
+        let callbacks: Vec<_> = [719, 0]
+            .into_iter()
+            .map(|status| {
+                let book = Arc::clone(&book);
+                thread::spawn(move || {
+                    let body = |book: &Book| {
+                        if status != 0 {
+                            book.skip(status);
+                        }
+                    };
+                    Book::close(book, body, || {});
+                })
+            })
+            .collect();
+        // The failed synchronisation: wait until no callback holds the book, then report.
+        let settled = Book::settle(&book, || {
+            thread::yield_now();
+            true
+        });
+        let taken = book.take();
+        assert!(settled);
+        assert_eq!(taken, (1, 719), "a skip was lost or its status not seen");
+        for callback in callbacks {
+            callback.join().unwrap();
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The completion waiter.
+
+/// A waker that records its wake and unparks the polling thread, if it parks (loom does not
+/// let an unpark reach a thread waiting in a `join`).
+struct Flag {
+    woken: AtomicBool,
+    task: Option<thread::Thread>,
+}
+
+impl Wake for Flag {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        if let Some(task) = &self.task {
+            task.unpark();
+        }
+    }
+}
+
+fn flag(parks: bool) -> (std::sync::Arc<Flag>, Waker) {
+    let flag = std::sync::Arc::new(Flag {
+        woken: AtomicBool::new(false),
+        task: parks.then(thread::current),
+    });
+    (std::sync::Arc::clone(&flag), Waker::from(flag))
+}
+
+#[test]
+fn a_poll_and_a_resolution_lose_no_wake_up() {
+    model(|| {
+        let shared = Arc::new(Signal::<u32>::default());
+        let (flag, waker) = flag(false);
+        let waiter = {
+            let shared = Arc::clone(&shared);
+            thread::spawn(move || shared.resolve(Check::Done))
+        };
+        let polled = shared.poll(&waker);
+        waiter.join().unwrap();
+        assert!(
+            polled == Check::Done || flag.woken.load(Ordering::SeqCst),
+            "the poll saw no outcome and no wake came: a lost wake-up"
+        );
+        assert_eq!(shared.check(), Check::Done);
+    });
+}
+
+/// An event: pending for `left` checks, then done; counts its drop.
+struct Event {
+    left: usize,
+    dropped: Arc<AtomicUsize>,
+}
+
+impl Watch<u32> for Event {
+    fn check(&mut self) -> Check<u32> {
+        if self.left == 0 {
+            return Check::Done;
+        }
+        self.left -= 1;
+        Check::Pending
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        self.dropped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn the_waiter_resolves_a_handed_over_future_and_forgets_a_dropped_one() {
+    model(|| {
+        let sweeper = Arc::new(Sweeper::<u32>::new());
+        let stop = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (sweeper, stop) = (Arc::clone(&sweeper), Arc::clone(&stop));
+            thread::spawn(move || {
+                sweeper.run(thread::park, thread::park_timeout, || {
+                    stop.load(Ordering::Acquire)
+                });
+            })
+        };
+        let waiter_thread = waiter.thread().clone();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        // A future dropped right after its hand-over.
+        let forgotten = Arc::new(Signal::default());
+        let event = Event {
+            left: usize::MAX,
+            dropped: Arc::clone(&dropped),
+        };
+        sweeper.hand_over(
+            Arc::clone(&forgotten),
+            Box::new(event),
+            Some(&waiter_thread),
+        );
+        drop(forgotten);
+        // A future awaited on this thread: poll, park until woken.
+        let (_flag, waker) = flag(true);
+        let shared = Arc::new(Signal::default());
+        let event = Event {
+            left: 1,
+            dropped: Arc::clone(&dropped),
+        };
+        sweeper.hand_over(Arc::clone(&shared), Box::new(event), Some(&waiter_thread));
+        while shared.poll(&waker) == Check::Pending {
+            thread::park();
+        }
+        stop.store(true, Ordering::Release);
+        waiter_thread.unpark();
+        waiter.join().unwrap();
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            2,
+            "an event was kept after its future resolved or was dropped"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The executable-update store.
+
+/// A closure's owner in the store: alive until dropped.
+struct Owner(Arc<AtomicBool>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+fn owner() -> (Owner, Arc<AtomicBool>) {
+    let alive = Arc::new(AtomicBool::new(true));
+    (Owner(Arc::clone(&alive)), alive)
+}
+
+/// CUDA calling the closure installed at `generation`: it must be alive; then the store gives
+/// up what the call proves unused (dropped here, where the reaper would drop it).
+fn call(store: &Store<Owner>, alive: &AtomicBool, generation: u64) {
+    assert!(
+        alive.load(Ordering::SeqCst),
+        "a closure a launch calls was given up"
+    );
+    store.called(generation, drop);
+}
+
+#[test]
+fn no_closure_is_given_up_while_a_launch_may_call_it() {
+    model(|| {
+        const A: usize = 0xa;
+        const B: usize = 0xb;
+        let store = Arc::new(Store::<Owner>::new());
+        // Node A set at generation 1, node B at 2, a launch; A set again at 3 (A1 retired: the
+        // launch may call it), and a second launch, made at generation 3.
+        let (a1, a1_alive) = owner();
+        let (b2, b2_alive) = owner();
+        let (a3, a3_alive) = owner();
+        assert!(store.install(A, Held::new(1, a1), 0).is_none());
+        assert!(store.install(B, Held::new(2, b2), 0).is_none());
+        assert!(store.install(A, Held::new(3, a3), 2).is_none());
+        let launched_at = 3;
+        // CUDA runs the second launch: A3, then B2; each call reports its own generation.
+        let launch = {
+            let store = Arc::clone(&store);
+            let (a3_alive, b2_alive) = (Arc::clone(&a3_alive), Arc::clone(&b2_alive));
+            thread::spawn(move || {
+                call(&store, &a3_alive, 3);
+                call(&store, &b2_alive, 2);
+            })
+        };
+        // Meanwhile B is set again (generation 4): the launch may still call B2, so it is
+        // retired, not given up.
+        let (b4, b4_alive) = owner();
+        assert!(store.install(B, Held::new(4, b4), launched_at).is_none());
+        launch.join().unwrap();
+        // A launch made after generation 4 runs B4: every replaced closure is given up now.
+        call(&store, &b4_alive, 4);
+        assert!(!a1_alive.load(Ordering::SeqCst), "A1 was kept");
+        assert!(!b2_alive.load(Ordering::SeqCst), "B2 was kept");
+        assert_eq!(store.held(), 2);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The first-call stubs on one entry point.
+
+// Addresses that stand for the stub and the library's function (never called).
+const STUB: *const c_void = std::ptr::without_provenance(0x57);
+const FUNCTION: *const c_void = std::ptr::without_provenance(0xf0);
+
+/// A call through the entry point: its slot's address; the stub resolves (loads the library,
+/// publishes the function) and forwards. The call must reach the library's function and see the
+/// library loaded.
+fn call_entry(slot: &Slot, library: &AtomicUsize) {
+    let mut address = slot.address();
+    if address == STUB {
+        // The stub (`first.rs`): resolve through the slot, as `DriverMeta::address` does.
+        address = slot
+            .get_or(|| {
+                library.store(1, Ordering::Relaxed);
+                slot.publish(FUNCTION);
+                Ok::<_, ()>(FUNCTION)
+            })
+            .unwrap();
+    }
+    assert_eq!(address, FUNCTION);
+    assert_eq!(
+        library.load(Ordering::Relaxed),
+        1,
+        "the function's address was seen before the library it belongs to"
+    );
+}
+
+#[test]
+fn first_calls_racing_on_one_entry_point_reach_the_loaded_function() {
+    model(|| {
+        let slot = Arc::new(Slot::new(STUB));
+        let library = Arc::new(AtomicUsize::new(0));
+        let others: Vec<_> = (0..2)
+            .map(|_| {
+                let (slot, library) = (Arc::clone(&slot), Arc::clone(&library));
+                thread::spawn(move || call_entry(&slot, &library))
+            })
+            .collect();
+        call_entry(&slot, &library);
+        for other in others {
+            other.join().unwrap();
+        }
+        assert_eq!(slot.resolved(), Some(FUNCTION));
+    });
+}

@@ -1,0 +1,52 @@
+//! `cargo xtask loom`: the model checks of the safe layer's and the loader's concurrent
+//! protocols (`tests/loom`) under loom. It builds that crate's tests with `--cfg loom`, in
+//! release (loom explores tens of thousands of executions), into a target folder of their own
+//! (`target/loom`), so that the flag does not rebuild the ordinary build's dependencies, and
+//! prints each model's count of explored executions.
+
+use std::process::Command;
+
+use anyhow::bail;
+
+/// `cargo xtask loom` arguments.
+#[derive(clap::Args)]
+pub struct Args {
+    /// loom's preemption bound (`LOOM_MAX_PREEMPTIONS`): how many times a thread may be
+    /// preempted in one execution. 3 explores every model in a few seconds (what `cargo xtask
+    /// test` runs); each step up multiplies the executions, 5 takes minutes.
+    #[arg(long, default_value_t = 3)]
+    preemptions: u32,
+    /// Only the models whose name contains this.
+    filter: Option<String>,
+}
+
+/// Runs the models under loom.
+pub fn run(root: &std::path::Path, args: Args) -> anyhow::Result<()> {
+    let rustflags = match std::env::var("RUSTFLAGS") {
+        Ok(flags) if !flags.trim().is_empty() => format!("{flags} --cfg loom"),
+        _ => "--cfg loom".to_owned(),
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .args(["test", "--release", "-p", "hostcb-loom", "--lib", "--"])
+        .args(["--nocapture"])
+        .args(args.filter)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env("RUSTFLAGS", rustflags)
+        .env("CARGO_TARGET_DIR", root.join("target").join("loom"))
+        .env("LOOM_MAX_PREEMPTIONS", args.preemptions.to_string())
+        .current_dir(root);
+    eprintln!(
+        "loom: the protocol models, preemption bound {} (target/loom)",
+        args.preemptions
+    );
+    let status = command.status()?;
+    if !status.success() {
+        bail!(
+            "a protocol model failed under loom: its assertion or loom's message is above \
+             (loom's LOOM_CHECKPOINT_FILE, LOOM_LOCATION and LOOM_LOG replay and trace it)"
+        );
+    }
+    Ok(())
+}
