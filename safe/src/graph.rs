@@ -4,11 +4,11 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::ptr;
 
-use super::context::push;
-use super::sys;
-use super::{Context, Stream};
 use crate::callback::{self, HostFn, Shared};
+use crate::context::push;
 use crate::deferred::{self, Handle};
+use crate::sys;
+use crate::{Context, Stream};
 use crate::{Error, arena};
 
 /// `cuGraphLaunch`'s C type.
@@ -281,7 +281,10 @@ impl Graph {
         self.ctx.as_ref()
     }
 
-    pub(super) fn raw_dependencies(&self, nodes: &[GraphNode<'_>]) -> Result<Vec<sys::CUgraphNode>, Error> {
+    pub(super) fn raw_dependencies(
+        &self,
+        nodes: &[GraphNode<'_>],
+    ) -> Result<Vec<sys::CUgraphNode>, Error> {
         nodes
             .iter()
             .map(|n| {
@@ -362,13 +365,16 @@ impl GraphExec {
         // SAFETY: both handles are valid while borrowed; the gate's function is cuGraphLaunch or
         // `graph_launch_closed`, of its type.
         let code = unsafe { GRAPH_LAUNCH.get()(self.raw, stream.as_raw()) };
-        Ok(cuda_hostcb::load::resolved_driver_result("cuGraphLaunch", code.0)?)
+        Ok(cuda_hostcb::load::resolved_driver_result(
+            "cuGraphLaunch",
+            code.0,
+        )?)
     }
 
     /// Launches the executable on `stream`, as [`launch`](Self::launch), and returns the
-    /// [`Completion`](super::Completion) of that launch (and of the stream's work before it), as
+    /// [`Completion`](crate::Completion) of that launch (and of the stream's work before it), as
     /// [`Stream::completion`] would right after.
-    pub fn launch_completion(&self, stream: &Stream) -> Result<super::Completion, Error> {
+    pub fn launch_completion(&self, stream: &Stream) -> Result<crate::Completion, Error> {
         self.launch(stream)?;
         stream.completion()
     }
