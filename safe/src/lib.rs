@@ -97,8 +97,9 @@
 //! | `Stream::launch_raw`, `Graph::add_host_node_raw` | you | when you drop it | yours |
 //!
 //! A CUDA handle (stream, graph, executable) dropped inside a closure is destroyed on the next
-//! call of this crate from an ordinary thread (`deferred`); one that the closure owns goes with
-//! the closure, on the reaper thread.
+//! call of this crate from an ordinary thread (`deferred`; any call but `GraphExec::launch`,
+//! whose fast path skips that check); one that the closure owns goes with the closure, on the
+//! reaper thread.
 //!
 //! # After a context error
 //!
@@ -139,7 +140,8 @@
 //! panic in a closure's `Drop` is reported the same way, from the reaper thread.
 //! Calls into this crate from inside a callback return [`Error::InCallback`], and a handle of
 //! this crate (a stream, graph, executable or context) dropped there (by the closure's body) is
-//! destroyed later, on the next call of this crate from an ordinary thread; one that the
+//! destroyed later, on the next call of this crate from an ordinary thread (other than
+//! `GraphExec::launch`); one that the
 //! closure owns is destroyed by the reaper when the closure is dropped. With `panic = "abort"` a
 //! panic aborts.
 //!
