@@ -203,6 +203,34 @@ struct Target {
 /// `cuStreamGetCaptureInfo_v3`'s ABI version: below it a driver lacks the function.
 const CAPTURE_INFO_V3: u32 = 12030;
 
+/// What the headers the safe layer is compiled over (the newest target's) declare: host sync
+/// modes, `cuStreamGetCaptureInfo_v3`; and their CTK version.
+macro_rules! newest {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        const SAFE_HOST_FUNC_V2: bool = has!(host_func_v2, [$($capability)*]);
+        const SAFE_CAPTURE_INFO_V3: bool = has!(capture_info_v3, [$($capability)*]);
+        const SAFE_HEADERS: &str = $version;
+    };
+}
+
+/// `true` if the capability list holds `$wanted`.
+macro_rules! has {
+    ($wanted:ident, []) => {
+        false
+    };
+    (host_func_v2, [host_func_v2 $($rest:ident)*]) => {
+        true
+    };
+    (capture_info_v3, [capture_info_v3 $($rest:ident)*]) => {
+        true
+    };
+    ($wanted:ident, [$other:ident $($rest:ident)*]) => {
+        has!($wanted, [$($rest)*])
+    };
+}
+
+cuda_hostcb::newest_target!(newest);
+
 /// The safe layer at driver version `driver`: what its sync modes and `Stream::launch_fn` did,
 /// or how that differs from what this driver must give.
 fn safe_checks(driver: u32) -> Result<String, String> {
@@ -273,19 +301,25 @@ fn safe_checks(driver: u32) -> Result<String, String> {
     };
     drop(graph);
     let launched = calls.load(SeqCst);
-    // Sync modes: refused naming the driver below 13.1; from 13.1 the closure runs and the host
-    // node reaches the driver (the stub's generic function, which answers STUB_NOT_IMPLEMENTED
-    // for cuGraphAddNode_v2).
-    let want_sync = driver >= SYNC_MODE_DRIVER_VERSION;
+    // Sync modes: refused naming the headers where they lack them, naming the driver below
+    // 13.1; from 13.1 the closure runs and the host node reaches the driver (the stub's generic
+    // function, which answers STUB_NOT_IMPLEMENTED for cuGraphAddNode_v2).
+    let want_sync = SAFE_HOST_FUNC_V2 && driver >= SYNC_MODE_DRIVER_VERSION;
     let want = if want_sync {
         "available (the host node reached cuGraphAddNode_v2)".to_owned()
+    } else if !SAFE_HOST_FUNC_V2 {
+        let missing = SyncModeMissing::Target {
+            headers: SAFE_HEADERS,
+        };
+        format!("unavailable: {missing:?}")
     } else {
         format!(
             "unavailable: {:?}",
             SyncModeMissing::Driver { found: driver }
         )
     };
-    let want_capture = if driver >= CAPTURE_INFO_V3 {
+    // Headers before 12.3 declare `_v2` only, which every driver here has.
+    let want_capture = if !SAFE_CAPTURE_INFO_V3 || driver >= CAPTURE_INFO_V3 {
         "captured".to_owned()
     } else {
         format!("refused: cuStreamGetCaptureInfo_v3 needs {CAPTURE_INFO_V3}")

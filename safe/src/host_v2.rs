@@ -1,13 +1,24 @@
 //! Host functions and host nodes with a sync mode: `cuLaunchHostFunc_v2`, and
 //! `CUDA_HOST_NODE_PARAMS_v2` (with its `syncMode`) inside a `CUgraphNodeParams` for
-//! `cuGraphAddNode` and `cuGraphExecNodeSetParams`. Reached only once `sync_mode::check` has
-//! found a driver that takes sync modes.
+//! `cuGraphAddNode` and `cuGraphExecNodeSetParams`, for bindings whose headers declare them
+//! (capability `host_func_v2`; else `host_v1.rs` is compiled under this name). Reached only once
+//! `sync_mode::check` has found a driver that takes sync modes.
 
 use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
 use std::ffi::c_void;
 use std::ptr::{self, addr_of_mut};
 
 use crate::callback::HostFn;
+
+/// These bindings can pass a sync mode.
+pub(crate) const SUPPORTED: bool = true;
+
+// The safe enum mirrors the bindings' values.
+const _: () = {
+    use sys::CUhostTaskSyncMode as M;
+    assert!(crate::HostSyncMode::Blocking.raw() == M::CU_HOST_TASK_BLOCKING.0);
+    assert!(crate::HostSyncMode::SpinWait.raw() == M::CU_HOST_TASK_SPINWAIT.0);
+};
 use crate::sys;
 
 /// `cuLaunchHostFunc_v2(stream, call, data, mode)`.

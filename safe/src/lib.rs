@@ -48,6 +48,11 @@
 //!   `Unavailable`, naming the function and the version it needs. The layer calls no runtime
 //!   function, so the runtime's version never matters to it.
 //!
+//! Which of those functions the bindings declare is the one thing fixed at compile time, by the
+//! newest target's capabilities: were the newest target listed older than CTK 13.2 (none this
+//! repository lists is), sync modes would return [`SyncModeMissing::Target`], and before CTK
+//! 12.3 the capture would be asked of `cuStreamGetCaptureInfo_v2`.
+//!
 //! There is no module per target: the handles the layer wraps are the same C objects whatever
 //! headers a program's own raw calls were generated from, so a program that uses an older
 //! target's bindings (`cuda_hostcb::ctk_12_9::driver`) passes its raw handles with a pointer
@@ -162,7 +167,6 @@ mod deferred;
 mod error;
 mod exec_update;
 mod graph;
-mod host_v2;
 mod interop;
 mod panic;
 mod reaper;
@@ -187,7 +191,11 @@ pub use stream::Stream;
 pub use sync_mode::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 pub use waiter::{COMPLETION_SPIN, WAITER_THREAD_NAME};
 
-/// Names the newest target's driver bindings [`sys`] and its CTK version `CTK`.
+/// Names the newest target's driver bindings [`sys`] and its CTK version `CTK`, and compiles
+/// what depends on which functions its headers declare: `host_v2` (sync modes, capability
+/// `host_func_v2`, CTK 13.2 on) and `capture_info` (`cuStreamGetCaptureInfo_v3`, capability
+/// `capture_info_v3`, CTK 12.3 on). Every target this repository lists declares both; a list
+/// whose newest target is older still builds, and refuses what its headers lack.
 macro_rules! newest {
     ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
         /// The raw driver bindings the safe layer is compiled over (those of the newest target
@@ -196,10 +204,71 @@ macro_rules! newest {
         pub use cuda_hostcb::$target::driver as sys;
 
         /// The CTK version of the headers of [`sys`].
-        #[cfg(test)]
         const CTK: &str = $version;
+
+        host_v2!([$($capability)*]);
+        capture_info!([$($capability)*]);
     };
 }
+
+/// Declares `host_v2`: `host_v2.rs` where the headers declare host sync modes (capability
+/// `host_func_v2`), else `host_v1.rs`, which refuses them.
+macro_rules! host_v2 {
+    ([]) => {
+        #[path = "host_v1.rs"]
+        mod host_v2;
+    };
+    ([host_func_v2 $($rest:ident)*]) => {
+        mod host_v2;
+    };
+    ([$other:ident $($rest:ident)*]) => {
+        host_v2!([$($rest)*]);
+    };
+}
+
+/// Defines `capture_info(stream, status, id, graph)`: the stream's capture status, the capture
+/// sequence's id and the graph, through the newest `cuStreamGetCaptureInfo` the headers declare
+/// (`_v3` from CTK 12.3, `_v2` before; the capabilities say which).
+macro_rules! capture_info {
+    ([]) => {
+        capture_info!(@define cuStreamGetCaptureInfo_v2, []);
+    };
+    ([capture_info_v3 $($rest:ident)*]) => {
+        // `_v3` adds the edge data output, before the dependency count.
+        capture_info!(@define cuStreamGetCaptureInfo_v3, [std::ptr::null_mut()]);
+    };
+    ([$other:ident $($rest:ident)*]) => {
+        capture_info!([$($rest)*]);
+    };
+    (@define $function:ident, [$($edge_data:expr)?]) => {
+        #[doc = concat!("`", stringify!($function), "`: the capture status, capture id and graph of `stream`.")]
+        ///
+        /// # Safety
+        ///
+        /// `stream` is a valid stream of the current context.
+        #[inline]
+        unsafe fn capture_info(
+            stream: sys::CUstream,
+            status: &mut sys::CUstreamCaptureStatus,
+            id: &mut u64,
+            graph: &mut sys::CUgraph,
+        ) -> Result<(), cuda_hostcb::Error> {
+            // SAFETY: the caller passes a valid stream; the outputs not wanted are null.
+            unsafe {
+                sys::$function(
+                    stream,
+                    status,
+                    id,
+                    graph,
+                    std::ptr::null_mut(),
+                    $($edge_data,)?
+                    std::ptr::null_mut(),
+                )
+            }
+        }
+    };
+}
+
 cuda_hostcb::newest_target!(newest);
 
 /// The crate's README (its crates.io page), whose Rust blocks are compiled as doctests so that

@@ -300,28 +300,18 @@ impl Stream {
     }
 
     /// The stream's capture status, the capture's id and the graph it is capturing into (null
-    /// when it is not), from `cuStreamGetCaptureInfo_v3` (CUDA 12.3 and later). A driver older
-    /// than that lacks it, and the headers the layer is compiled from no longer declare `_v2`:
-    /// there `cuStreamIsCapturing` gives the status, which is all a stream that is not
-    /// capturing needs; an active capture returns `_v3`'s `Unavailable` error, since the id and
-    /// graph a captured closure needs come from `_v3` alone.
+    /// when it is not), from `cuStreamGetCaptureInfo_v3` (CUDA 12.3 and later; `capture_info`).
+    /// A driver older than that lacks it, and the headers the layer is compiled from no longer
+    /// declare `_v2`: there `cuStreamIsCapturing` gives the status, which is all a stream that is
+    /// not capturing needs; an active capture returns `_v3`'s `Unavailable` error, since the id
+    /// and graph a captured closure needs come from `_v3` alone.
     #[inline]
     fn capture(&self) -> Result<(sys::CUstreamCaptureStatus, u64, sys::CUgraph), Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let mut id = 0;
         let mut graph: sys::CUgraph = ptr::null_mut();
         // SAFETY: the stream is valid; the optional outputs that are not wanted are null.
-        let info = unsafe {
-            sys::cuStreamGetCaptureInfo_v3(
-                self.raw,
-                &mut status,
-                &mut id,
-                &mut graph,
-                ptr::null_mut(),
-                ptr::null_mut(),
-                ptr::null_mut(),
-            )
-        };
+        let info = unsafe { crate::capture_info(self.raw, &mut status, &mut id, &mut graph) };
         match info {
             Ok(()) => Ok((status, id, graph)),
             Err(missing) if missing.is_unavailable() => self.capture_without_info(missing),

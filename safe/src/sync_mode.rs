@@ -2,8 +2,8 @@
 //! (`CUhostTaskSyncMode`, taken by `cuLaunchHostFunc_v2` and by a host node's
 //! `CUDA_HOST_NODE_PARAMS_v2`); closures with one, on a stream and as graph host nodes; and why
 //! a mode can be unavailable: the installed driver, asked at run time (`cuDriverGetVersion`),
-//! is older than CUDA 13.1. The bindings the safe layer is compiled over always declare sync
-//! modes (the newest target's headers do), so only the driver decides.
+//! is older than CUDA 13.1. (Or the bindings the layer is compiled over lack the declarations,
+//! where the newest target listed predates CTK 13.2: no target this repository lists.)
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -46,6 +46,13 @@ pub const SYNC_MODE_DRIVER_VERSION: u32 = 13010;
 /// What is missing for a sync mode (see [`Error::SyncModeUnavailable`](crate::Error::SyncModeUnavailable)).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SyncModeMissing {
+    /// The headers of the bindings the safe layer is compiled over (the newest target's) declare
+    /// neither `cuLaunchHostFunc_v2` nor a `syncMode` in `CUDA_HOST_NODE_PARAMS_v2`: a target
+    /// list whose newest target predates CTK 13.2.
+    Target {
+        /// The CTK version of those headers, e.g. `"12.9"`.
+        headers: &'static str,
+    },
     /// The installed driver is older than [`SYNC_MODE_DRIVER_VERSION`].
     Driver {
         /// `cuDriverGetVersion`, e.g. 13000.
@@ -66,6 +73,10 @@ impl fmt::Display for Version {
 pub(crate) fn unavailable(mode: HostSyncMode, missing: &SyncModeMissing) -> String {
     let needs = Version(SYNC_MODE_DRIVER_VERSION);
     let why = match missing {
+        SyncModeMissing::Target { headers } => format!(
+            "the safe layer was built over the CTK {headers} headers, which do not declare \
+             cuLaunchHostFunc_v2; build it over a target of CTK 13.2 or newer"
+        ),
         SyncModeMissing::Driver { found } => format!(
             "the installed driver is CUDA {}; install an NVIDIA driver for CUDA {needs} or newer",
             Version(*found)
@@ -77,13 +88,6 @@ pub(crate) fn unavailable(mode: HostSyncMode, missing: &SyncModeMissing) -> Stri
          (Stream::launch, Graph::add_host_node), which block"
     )
 }
-
-// The safe enum mirrors the bindings' values.
-const _: () = {
-    use sys::CUhostTaskSyncMode as M;
-    assert!(HostSyncMode::Blocking.raw() == M::CU_HOST_TASK_BLOCKING.0);
-    assert!(HostSyncMode::SpinWait.raw() == M::CU_HOST_TASK_SPINWAIT.0);
-};
 
 /// The `cuStreamAddCallback` callback that guards a sync-mode closure (see
 /// `callback::guard_call`).
@@ -113,15 +117,20 @@ fn driver_version() -> Result<u32, Error> {
     Ok(*VERSION.get_or_init(|| v))
 }
 
-/// `Ok` if `mode` can be passed here: the installed driver takes sync modes.
+/// `Ok` if `mode` can be passed here: the bindings declare sync modes and the installed driver
+/// takes them.
 pub(crate) fn check(mode: HostSyncMode) -> Result<(), Error> {
-    match driver_version()? {
-        found if found < SYNC_MODE_DRIVER_VERSION => Err(Error::SyncModeUnavailable {
-            mode,
-            missing: SyncModeMissing::Driver { found },
-        }),
-        _ => Ok(()),
-    }
+    let missing = if !host_v2::SUPPORTED {
+        SyncModeMissing::Target {
+            headers: crate::CTK,
+        }
+    } else {
+        match driver_version()? {
+            found if found < SYNC_MODE_DRIVER_VERSION => SyncModeMissing::Driver { found },
+            _ => return Ok(()),
+        }
+    };
+    Err(Error::SyncModeUnavailable { mode, missing })
 }
 
 impl Stream {
@@ -233,6 +242,14 @@ mod tests {
         assert!(
             old.contains("fall back to the calls without a sync mode"),
             "{old}"
+        );
+        let target = unavailable(
+            HostSyncMode::Blocking,
+            &SyncModeMissing::Target { headers: "12.9" },
+        );
+        assert!(
+            target.contains("CTK 12.9 headers, which do not"),
+            "{target}"
         );
     }
 }

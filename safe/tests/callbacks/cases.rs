@@ -301,14 +301,18 @@ fn exec_update_refusals_and_drops() -> Outcome {
     done()
 }
 
-/// What a sync-mode call must return here: `Ok` where the driver takes a sync mode, else the
-/// typed error naming what is missing.
+/// What a sync-mode call must return here: `Ok` where the bindings and the driver take a sync
+/// mode, else the typed error naming what is missing.
 fn sync_mode_expected(mode: HostSyncMode) -> Result<Option<SyncModeMissing>, Failed> {
     let mut driver: c_int = 0;
     unsafe { sys::cuDriverGetVersion(&mut driver)? };
     let driver = u32::try_from(driver).unwrap_or(0);
     let _ = mode;
-    Ok(if driver < SYNC_MODE_DRIVER_VERSION {
+    Ok(if !crate::HOST_FUNC_V2 {
+        Some(SyncModeMissing::Target {
+            headers: crate::VERSION,
+        })
+    } else if driver < SYNC_MODE_DRIVER_VERSION {
         Some(SyncModeMissing::Driver { found: driver })
     } else {
         None

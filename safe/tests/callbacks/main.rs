@@ -18,6 +18,30 @@ use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 mod cases;
 
+/// Whether the headers the safe layer is compiled over (the newest target's) declare host sync
+/// modes, and their CTK version.
+macro_rules! newest {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        const HOST_FUNC_V2: bool = has_host_func_v2!([$($capability)*]);
+        const VERSION: &str = $version;
+    };
+}
+
+/// `true` if the capability list holds `host_func_v2`.
+macro_rules! has_host_func_v2 {
+    ([]) => {
+        false
+    };
+    ([host_func_v2 $($rest:ident)*]) => {
+        true
+    };
+    ([$other:ident $($rest:ident)*]) => {
+        has_host_func_v2!([$($rest)*])
+    };
+}
+
+cuda_hostcb::newest_target!(newest);
+
 /// What the GPU probe found.
 pub enum Gpu {
     /// Usable, with this many devices.
