@@ -1,5 +1,5 @@
 //! Waiting for streams, side by side: `cuStreamSynchronize`, `cuStreamQuery` polled in a spin
-//! loop, and three completion futures, for every target's safe layer:
+//! loop, and three completion futures, for the safe layer:
 //!
 //! - `Stream::completion` (the safe layer's: an event checked on the awaiting task for up to
 //!   `COMPLETION_SPIN`, then by its waiter thread);
@@ -319,12 +319,12 @@ fn table(target: &str, work: &str, streams: usize, waits: usize, tallies: &mut [
     out
 }
 
-/// One target's tables.
+/// The tables, in a module named after the target whose bindings the safe layer uses.
 macro_rules! target_tables {
     ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
         mod $target {
             use super::*;
-            use cuda_hostcb_safe::$target::{Context, GraphExec, Stream, sys};
+            use cuda_hostcb_safe::{Context, GraphExec, Stream, sys};
 
             pub const NAME: &str = stringify!($target);
 
@@ -606,7 +606,7 @@ macro_rules! target_tables {
     };
 }
 
-cuda_hostcb::for_each_target!(target_tables);
+cuda_hostcb::newest_target!(target_tables);
 
 const USAGE: &str = "usage: completion-<hash> [--rounds R] [--waits W] [FILTER...]";
 
@@ -644,7 +644,7 @@ fn main() -> ExitCode {
             names.push($target::NAME);
         };
     }
-    cuda_hostcb::for_each_target!(name);
+    cuda_hostcb::newest_target!(name);
     let wanted = |target: &str| {
         filters.is_empty()
             || filters
@@ -686,6 +686,6 @@ fn main() -> ExitCode {
             }
         };
     }
-    cuda_hostcb::for_each_target!(run);
+    cuda_hostcb::newest_target!(run);
     status
 }

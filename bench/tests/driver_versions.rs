@@ -13,10 +13,13 @@
 //! resolve to exactly that ABI where D's header declares it, else return `Error::Unavailable`
 //! naming its version and D. The one other outcome the rule allows, an older ABI handed back
 //! for a version D's header skipped (13.1's header lacks `PFN_cuLaunchHostFunc_v13010`), is
-//! counted and listed. The safe layer's capabilities at each D: a one-shot closure on a stream
-//! runs everywhere; a sync mode (`Stream::launch_with_sync_mode`, and a host node with one,
-//! `cuGraphAddNode_v2` with `CUDA_HOST_NODE_PARAMS_v2`) is refused naming the target below the
-//! `host_func_v2` capability, naming the driver below 13.1, and reaches the driver from 13.1.
+//! counted and listed. The safe layer (one, over the newest target's bindings) at each D: a
+//! one-shot closure on a stream runs everywhere, and so does `Stream::launch_fn` on a plain
+//! stream (below 12.3, which lacks `cuStreamGetCaptureInfo_v3`, through `cuStreamIsCapturing`);
+//! `launch_fn` on a capturing stream captures from 12.3 and returns `_v3`'s `Unavailable`
+//! below; a sync mode (`Stream::launch_with_sync_mode`, and a host node with one,
+//! `cuGraphAddNode_v2` with `CUDA_HOST_NODE_PARAMS_v2`) is refused naming the driver below 13.1,
+//! and reaches the driver from 13.1.
 //!
 //! With `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` the stub gets wrong tables (every ABI of
 //! `cuLaunchHostFunc` one minor version later than its header says), so every simulated driver
@@ -36,7 +39,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use cuda_hostcb::Error;
 use cuda_hostcb::error::Api;
 use cuda_hostcb::load::{DefaultStream, Entry, PER_THREAD_ENV, default_stream};
-use cuda_hostcb_safe::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
+use cuda_hostcb_safe::{CaptureMode, HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 use hostcb_gate::wrong_expectations;
 use hostcb_generator::config::{Config, Environment};
 use hostcb_generator::inputs::{Fetcher, unpack_wheel};
@@ -195,81 +198,143 @@ struct Target {
     name: &'static str,
     version: &'static str,
     entries: &'static [&'static dyn Entry],
-    host_func_v2: bool,
-    safe: fn(u32, bool, &'static str) -> Result<String, String>,
 }
 
-/// The safe layer's capabilities at driver version `driver`, through `$target`'s module.
-macro_rules! safe_checks {
-    ($target:ident) => {{
-        fn check(
-            driver: u32,
-            host_func_v2: bool,
-            headers: &'static str,
-        ) -> Result<String, String> {
-            use cuda_hostcb_safe::$target::{Context, Graph, Stream};
-            let ctx = Context::primary(0).map_err(|e| format!("Context::primary: {e}"))?;
-            ctx.make_current().map_err(|e| format!("make_current: {e}"))?;
-            let stream = Stream::new(&ctx).map_err(|e| format!("Stream::new: {e}"))?;
-            let calls = Arc::new(AtomicUsize::new(0));
-            let counted = || {
-                let calls = Arc::clone(&calls);
-                move || {
-                    calls.fetch_add(1, SeqCst);
-                }
-            };
-            stream
-                .launch(counted())
-                .map_err(|e| format!("Stream::launch: {e}"))?;
-            let sync = stream.launch_with_sync_mode(HostSyncMode::SpinWait, counted());
-            stream
-                .synchronize()
-                .map_err(|e| format!("Stream::synchronize: {e}"))?;
-            cuda_hostcb_safe::wait_for_drops().map_err(|e| format!("wait_for_drops: {e}"))?;
-            let graph = Graph::new(&ctx).map_err(|e| format!("Graph::new: {e}"))?;
-            let node = graph
-                .add_host_node_with_sync_mode(&[], HostSyncMode::Blocking, || {})
-                .map(drop);
-            drop(graph);
-            let sync_mode = match (&sync, &node) {
-                (Ok(()), Err(cuda_hostcb_safe::Error::Cuda(Error::Cuda { function, code, .. })))
-                    if *code == STUB_NOT_IMPLEMENTED =>
-                {
-                    format!("available (the host node reached {function})")
-                }
-                (
-                    Err(cuda_hostcb_safe::Error::SyncModeUnavailable { missing: a, .. }),
-                    Err(cuda_hostcb_safe::Error::SyncModeUnavailable { missing: b, .. }),
-                ) if a == b => format!("unavailable: {a:?}"),
-                (a, b) => {
-                    return Err(format!(
-                        "Stream::launch_with_sync_mode: {a:?}; \
-                         Graph::add_host_node_with_sync_mode: {b:?}"
-                    ));
-                }
-            };
-            let launched = calls.load(SeqCst);
-            // Refused naming the target without `host_func_v2`, naming the driver below 13.1;
-            // from 13.1 the closure runs and the host node reaches the driver (the stub's
-            // generic function, which answers STUB_NOT_IMPLEMENTED for cuGraphAddNode_v2).
-            let want_sync = host_func_v2 && driver >= SYNC_MODE_DRIVER_VERSION;
-            let want = if want_sync {
-                "available (the host node reached cuGraphAddNode_v2)".to_owned()
-            } else if !host_func_v2 {
-                format!("unavailable: {:?}", SyncModeMissing::Target { headers })
-            } else {
-                format!("unavailable: {:?}", SyncModeMissing::Driver { found: driver })
-            };
-            let want_calls = if want_sync { 2 } else { 1 };
-            if sync_mode != want || launched != want_calls {
-                return Err(format!(
-                    "sync mode {sync_mode}, {launched} closure(s) called; expected {want}, {want_calls}"
-                ));
-            }
-            Ok(sync_mode)
+/// `cuStreamGetCaptureInfo_v3`'s ABI version: below it a driver lacks the function.
+const CAPTURE_INFO_V3: u32 = 12030;
+
+/// What the headers the safe layer is compiled over (the newest target's) declare: host sync
+/// modes, `cuStreamGetCaptureInfo_v3`; and their CTK version.
+macro_rules! newest {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        const SAFE_HOST_FUNC_V2: bool = has!(host_func_v2, [$($capability)*]);
+        const SAFE_CAPTURE_INFO_V3: bool = has!(capture_info_v3, [$($capability)*]);
+        const SAFE_HEADERS: &str = $version;
+    };
+}
+
+/// `true` if the capability list holds `$wanted`.
+macro_rules! has {
+    ($wanted:ident, []) => {
+        false
+    };
+    (host_func_v2, [host_func_v2 $($rest:ident)*]) => {
+        true
+    };
+    (capture_info_v3, [capture_info_v3 $($rest:ident)*]) => {
+        true
+    };
+    ($wanted:ident, [$other:ident $($rest:ident)*]) => {
+        has!($wanted, [$($rest)*])
+    };
+}
+
+cuda_hostcb::newest_target!(newest);
+
+/// The safe layer at driver version `driver`: what its sync modes and `Stream::launch_fn` did,
+/// or how that differs from what this driver must give.
+fn safe_checks(driver: u32) -> Result<String, String> {
+    use cuda_hostcb_safe::{Context, Graph, Stream};
+    let ctx = Context::primary(0).map_err(|e| format!("Context::primary: {e}"))?;
+    ctx.make_current()
+        .map_err(|e| format!("make_current: {e}"))?;
+    let stream = Stream::new(&ctx).map_err(|e| format!("Stream::new: {e}"))?;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = || {
+        let calls = Arc::clone(&calls);
+        move || {
+            calls.fetch_add(1, SeqCst);
         }
-        check
-    }};
+    };
+    stream
+        .launch(counted())
+        .map_err(|e| format!("Stream::launch: {e}"))?;
+    stream
+        .launch_fn(counted())
+        .map_err(|e| format!("Stream::launch_fn on a plain stream: {e}"))?;
+    let sync = stream.launch_with_sync_mode(HostSyncMode::SpinWait, counted());
+    stream
+        .synchronize()
+        .map_err(|e| format!("Stream::synchronize: {e}"))?;
+    cuda_hostcb_safe::wait_for_drops().map_err(|e| format!("wait_for_drops: {e}"))?;
+    let graph = Graph::new(&ctx).map_err(|e| format!("Graph::new: {e}"))?;
+    let node = graph
+        .add_host_node_with_sync_mode(&[], HostSyncMode::Blocking, || {})
+        .map(drop);
+    drop(graph);
+    let sync_mode = match (&sync, &node) {
+        (Ok(()), Err(cuda_hostcb_safe::Error::Cuda(Error::Cuda { function, code, .. })))
+            if *code == STUB_NOT_IMPLEMENTED =>
+        {
+            format!("available (the host node reached {function})")
+        }
+        (
+            Err(cuda_hostcb_safe::Error::SyncModeUnavailable { missing: a, .. }),
+            Err(cuda_hostcb_safe::Error::SyncModeUnavailable { missing: b, .. }),
+        ) if a == b => format!("unavailable: {a:?}"),
+        (a, b) => {
+            return Err(format!(
+                "Stream::launch_with_sync_mode: {a:?}; \
+                 Graph::add_host_node_with_sync_mode: {b:?}"
+            ));
+        }
+    };
+    // A closure captured into a graph (never launched): it needs the capture's id and graph.
+    stream
+        .begin_capture(CaptureMode::Global)
+        .map_err(|e| format!("Stream::begin_capture: {e}"))?;
+    let captured = stream.launch_fn(counted());
+    let graph = stream.end_capture();
+    let capture = match (&captured, &graph) {
+        (Ok(()), Ok(_)) => "captured".to_owned(),
+        (
+            Err(cuda_hostcb_safe::Error::Cuda(Error::Unavailable {
+                function, needs, ..
+            })),
+            Ok(_),
+        ) => format!("refused: {function} needs {needs}"),
+        (a, b) => {
+            return Err(format!(
+                "Stream::launch_fn on a capturing stream: {a:?}; end_capture: {b:?}"
+            ));
+        }
+    };
+    drop(graph);
+    let launched = calls.load(SeqCst);
+    // Sync modes: refused naming the headers where they lack them, naming the driver below
+    // 13.1; from 13.1 the closure runs and the host node reaches the driver (the stub's generic
+    // function, which answers STUB_NOT_IMPLEMENTED for cuGraphAddNode_v2).
+    let want_sync = SAFE_HOST_FUNC_V2 && driver >= SYNC_MODE_DRIVER_VERSION;
+    let want = if want_sync {
+        "available (the host node reached cuGraphAddNode_v2)".to_owned()
+    } else if !SAFE_HOST_FUNC_V2 {
+        let missing = SyncModeMissing::Target {
+            headers: SAFE_HEADERS,
+        };
+        format!("unavailable: {missing:?}")
+    } else {
+        format!(
+            "unavailable: {:?}",
+            SyncModeMissing::Driver { found: driver }
+        )
+    };
+    // Headers before 12.3 declare `_v2` only, which every driver here has.
+    let want_capture = if !SAFE_CAPTURE_INFO_V3 || driver >= CAPTURE_INFO_V3 {
+        "captured".to_owned()
+    } else {
+        format!("refused: cuStreamGetCaptureInfo_v3 needs {CAPTURE_INFO_V3}")
+    };
+    // Stream::launch and launch_fn on the plain stream, and the sync-mode closure where taken.
+    let want_calls = if want_sync { 3 } else { 2 };
+    if sync_mode != want || capture != want_capture || launched != want_calls {
+        return Err(format!(
+            "sync mode {sync_mode}, capture {capture}, {launched} closure(s) called; \
+             expected {want}, {want_capture}, {want_calls}"
+        ));
+    }
+    Ok(format!(
+        "sync mode {sync_mode}; launch_fn: plain stream ran, capture {capture}"
+    ))
 }
 
 /// Every committed target (`cuda_hostcb::for_each_target!`).
@@ -277,13 +342,10 @@ fn targets() -> Vec<Target> {
     let mut targets = Vec::new();
     macro_rules! target {
         ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {{
-            let host_func_v2 = [$(stringify!($capability)),*].contains(&"host_func_v2");
             targets.push(Target {
                 name: stringify!($target),
                 version: $version,
                 entries: cuda_hostcb::$target::driver::entry::ALL,
-                host_func_v2,
-                safe: safe_checks!($target),
             });
         }};
     }
@@ -734,13 +796,8 @@ fn child(driver: &str) -> Result<(), String> {
                 )),
             }
         }
-        let safe =
-            (target.safe)(table.driver, target.host_func_v2, target.version).unwrap_or_else(|e| {
-                problems.push(format!("{} safe layer: {e}", target.name));
-                "failed".to_owned()
-            });
         lines.push(format!(
-            "driver {driver} {mode:<10} target {}: {} entry points, {} resolved, {} unavailable, {} older ABI{}; sync mode {safe}",
+            "driver {driver} {mode:<10} target {}: {} entry points, {} resolved, {} unavailable, {} older ABI{}",
             target.version,
             target.entries.len(),
             counts.resolved,
@@ -753,6 +810,11 @@ fn child(driver: &str) -> Result<(), String> {
             }
         ));
     }
+    let safe = safe_checks(table.driver).unwrap_or_else(|e| {
+        problems.push(format!("safe layer: {e}"));
+        "failed".to_owned()
+    });
+    lines.push(format!("driver {driver} {mode:<10} safe layer: {safe}"));
     for line in &lines {
         println!("{MATRIX}{line}");
     }

@@ -15,14 +15,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
-use cuda_hostcb_safe::{Error, HostSyncMode, REAPER_THREAD_NAME, SyncModeMissing, wait_for_drops};
-
-macro_rules! newest {
-    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
-        use cuda_hostcb_safe::$target::{Context, Graph, Stream};
-    };
-}
-cuda_hostcb::newest_target!(newest);
+use cuda_hostcb_safe::{
+    Context, Error, Graph, HostSyncMode, REAPER_THREAD_NAME, Stream, SyncModeMissing,
+    wait_for_drops,
+};
 
 /// `CUDA_ERROR_LAUNCH_FAILED`, the error a trapped kernel leaves.
 const LAUNCH_FAILED: i32 = 719;
@@ -95,7 +91,7 @@ fn a_failed_context_drops_every_closure_once_and_synchronize_names_it() {
     unsafe { set_driver_version(13010) };
 
     // Healthy: called, then dropped on the reaper thread. Sync-mode closures too, where the
-    // newest target's headers declare them.
+    // headers the safe layer is compiled over (the newest target's) declare them.
     let healthy = Arc::new(Log::default());
     let sync_mode = match stream.launch_with_sync_mode(HostSyncMode::SpinWait, marked(&healthy)) {
         Ok(()) => true,

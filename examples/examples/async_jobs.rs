@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use cuda_hostcb_examples::newest::driver as sys;
-use cuda_hostcb_examples::newest_safe::{Context, Stream};
 use cuda_hostcb_examples::{Outcome, expect, run};
+use cuda_hostcb_safe::{Context, Stream};
 
 const JOBS: u32 = 1000;
 const STREAMS: usize = 16;

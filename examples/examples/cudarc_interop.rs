@@ -21,9 +21,9 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cuda_hostcb_examples::newest_safe::{Context, Graph, Stream, sys};
 use cuda_hostcb_examples::{Outcome, expect, run};
 use cuda_hostcb_safe::CaptureStatus;
+use cuda_hostcb_safe::{Context, Graph, Stream, sys};
 use cudarc::driver::sys as cudarc_sys;
 use cudarc::driver::{CudaContext, DevicePtr};
 

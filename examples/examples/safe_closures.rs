@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use cuda_hostcb_examples::newest_safe::{Context, Graph, Stream};
 use cuda_hostcb_examples::{Outcome, expect, run};
+use cuda_hostcb_safe::{Context, Graph, Stream};
 
 fn example() -> Outcome {
     const LAUNCHES: u32 = 5;

@@ -1,5 +1,5 @@
-//! What the examples in `examples/` share: the bindings of the newest target ([`newest`],
-//! [`newest_safe`]); [`run`], which finds a usable GPU ([`hostcb_gate::probe_gpu`]) or skips
+//! What the examples in `examples/` share: the bindings of the newest target ([`newest`]);
+//! [`run`], which finds a usable GPU ([`hostcb_gate::probe_gpu`]) or skips
 //! visibly (fails with `REQUIRE_GPU=1`), runs the example, and reports its result; and
 //! [`expect`], which compares what a host function recorded with what it should have (the other
 //! way round with `HOSTCB_TESTS_WRONG_EXPECTATIONS=1`, to see every example's check fail).
@@ -11,13 +11,12 @@ use std::process::ExitCode;
 use hostcb_gate::Gate;
 
 /// The newest target's modules, whichever the target list makes newest: the examples name no
-/// target. A program of yours names its own, e.g. `use cuda_hostcb::ctk_<major>_<minor>::driver`.
+/// target. A program of yours names its own, e.g. `use cuda_hostcb::ctk_<major>_<minor>::driver`
+/// (the safe layer, `cuda_hostcb_safe`, has no module per target).
 macro_rules! newest {
     ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
         #[doc = concat!("The bindings of the newest target, CTK ", $version, ".")]
         pub use cuda_hostcb::$target as newest;
-        #[doc = concat!("The safe layer over the bindings of the newest target, CTK ", $version, ".")]
-        pub use cuda_hostcb_safe::$target as newest_safe;
     };
 }
 cuda_hostcb::newest_target!(newest);

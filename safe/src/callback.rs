@@ -1,6 +1,6 @@
 //! The trampolines CUDA calls for Rust closures, the marker that a thread is inside a callback,
-//! and the cells that carry closures to CUDA. The handle destructions deferred out of callbacks,
-//! and the gates that announce them, are [`crate::deferred`]'s.
+//! and the cells that carry closures to CUDA. The handle destructions deferred out of callbacks
+//! are [`crate::deferred`]'s.
 //!
 //! A trampoline is the `extern "C"` function CUDA calls with the boxed closure as user data. It
 //! marks the thread as inside a callback, catches any panic (reported through
@@ -386,7 +386,7 @@ mod tests {
     //! with the boxed closure as its user data.
 
     use super::*;
-    use crate::deferred::{Gate, deferred, destroy};
+    use crate::deferred::{deferred, destroy};
     use crate::panic::take_panic_hook;
     use crate::panic::tests::{HOOK_LOCK, recording_hook};
     use std::sync::Arc;
@@ -668,66 +668,6 @@ mod tests {
             1,
             "the panicking closure's state is dropped"
         );
-    }
-
-    /// The gate of the test: `open_fn` once open, `closed_fn` (which opens it) while closed.
-    static GATE: Gate<unsafe extern "C" fn(u32) -> u32> = Gate::new(closed_fn);
-    static CLOSED_CALLS: AtomicUsize = AtomicUsize::new(0);
-
-    unsafe extern "C" fn open_fn(x: u32) -> u32 {
-        x + 1
-    }
-
-    unsafe extern "C" fn closed_fn(x: u32) -> u32 {
-        CLOSED_CALLS.fetch_add(1, Ordering::SeqCst);
-        GATE.open(open_fn);
-        unsafe { open_fn(x) }
-    }
-
-    #[test]
-    fn a_deferred_destruction_closes_the_gates_and_the_next_call_runs_it_first() {
-        // Other tests defer destructions too, which close this gate as well: count this test's
-        // destruction, and see the gate open and closed where this test makes it so.
-        unsafe { GATE.get()(1) };
-        let closed = CLOSED_CALLS.load(Ordering::SeqCst);
-        let (ran, closed_inside) = (counter(), Arc::new(AtomicBool::new(false)));
-        let (r, c) = (Arc::clone(&ran), Arc::clone(&closed_inside));
-        let once = Once::new(move || {
-            let r = Arc::clone(&r);
-            destroy(move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            });
-            c.store(
-                GATE.get() as usize == closed_fn as *const () as usize,
-                Ordering::SeqCst,
-            );
-        });
-        let (f, data) = once.parts();
-        once.hand_over();
-        unsafe { f(data) };
-        assert!(
-            closed_inside.load(Ordering::SeqCst),
-            "deferring closed the gate"
-        );
-        assert_eq!(ran.load(Ordering::SeqCst), 0, "deferred");
-        assert_eq!(unsafe { GATE.get()(41) }, 42);
-        assert!(
-            CLOSED_CALLS.load(Ordering::SeqCst) > closed,
-            "the call took the closed path"
-        );
-        assert_eq!(
-            ran.load(Ordering::SeqCst),
-            1,
-            "the closed path ran the destruction"
-        );
-        // No other test deferred one since: the gate stayed open.
-        crate::deferred::when_none_pending(|| {
-            assert_eq!(
-                GATE.get() as usize,
-                open_fn as *const () as usize,
-                "the gate opened again"
-            );
-        });
     }
 
     #[test]

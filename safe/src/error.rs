@@ -49,12 +49,12 @@ pub enum Error {
         source: cuda_hostcb::Error,
     },
 
-    /// A host sync mode was asked for where the target's bindings or the installed driver cannot
-    /// pass one; the closure was dropped uncalled.
+    /// A host sync mode was asked for where the installed driver (or the bindings the layer is
+    /// compiled over) cannot take one; the closure was dropped uncalled.
     SyncModeUnavailable {
         /// The mode asked for.
         mode: crate::HostSyncMode,
-        /// What is missing: the declarations in this target's headers, or a new enough driver.
+        /// What is missing: a new enough driver, or the declarations in the headers.
         missing: crate::SyncModeMissing,
     },
 

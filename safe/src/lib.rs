@@ -5,14 +5,13 @@
 //!
 //! ```toml
 //! [dependencies]
-//! cuda-hostcb-safe = "0.1"   # every target of cuda-hostcb
+//! cuda-hostcb-safe = "0.1"   # over the newest target of cuda-hostcb
 //! ```
 //!
-//! A closure on a stream, called once, and one in a graph, called on every launch (the module
-//! names the target the program is written for):
+//! A closure on a stream, called once, and one in a graph, called on every launch:
 //!
 //! ```no_run
-//! use cuda_hostcb_safe::ctk_13_0::{Context, Graph, Stream};
+//! use cuda_hostcb_safe::{Context, Graph, Stream};
 //!
 //! fn main() -> Result<(), cuda_hostcb_safe::Error> {
 //!     let ctx = Context::primary(0)?;
@@ -20,55 +19,46 @@
 //!     let stream = Stream::new(&ctx)?;
 //!     stream.launch(|| println!("once"))?; // FnMut, called once, then dropped
 //!     let graph = Graph::new(&ctx)?;
-//!     graph.add_host_node(&[], || println!("every launch"))?; // owned by a CUDA user object
+//!     let first = graph.add_host_node(&[], || println!("every launch"))?; // owned by a CUDA user object
+//!     graph.add_host_node(&[first], || println!("then this"))?;
 //!     let exec = graph.instantiate()?;
-//!     drop(graph); // the executable keeps the closure alive
+//!     drop(graph); // the executable keeps the closures alive
 //!     exec.launch(&stream)?;
 //!     stream.synchronize()?;
 //!     Ok(())
 //! }
 //! ```
 //!
-//! # Targets
+//! # One layer, every driver
 //!
-//! One module per CUDA toolkit target enabled on `cuda-hostcb`, named like its module there
-//! (`ctk_<major>_<minor>`). By default (feature `all-targets`) that is every target; for some
-//! only, depend on this crate with `default-features = false` and on `cuda-hostcb` with
-//! `default-features = false, features = ["ctk-<major>-<minor>", ...]`. Each module has the same
-//! API, `Context`, `Stream`, `Graph`, `GraphExec` and `GraphNode`, over that target's driver
-//! bindings, which it re-exports as `sys`; its documentation starts with an example that names
-//! it. The same program, written once for every enabled target through
-//! `cuda_hostcb::for_each_target!`:
+//! The safe layer is compiled once, over the driver bindings of the newest target of
+//! `cuda-hostcb` (its feature `newest-target`, which this crate enables), re-exported as
+//! [`sys`]. Those bindings resolve each function at run time through `cuGetProcAddress` at the
+//! ABI version its declaration needs, so the layer runs on every driver that has the functions
+//! it calls, and what a driver lacks is found at run time, where it is used:
 //!
-//! ```no_run
-//! macro_rules! closures {
-//!     ($target:ident, $version:literal, $runtime_major:literal, [$($capability:ident)*]) => {{
-//!         use cuda_hostcb_safe::$target::{Context, Graph, Stream};
+//! - Host sync modes (`cuLaunchHostFunc_v2`, a host node's `syncMode`): the installed driver's
+//!   version is asked once (`cuDriverGetVersion`); below CUDA 13.1 the calls that take a mode
+//!   return [`Error::SyncModeUnavailable`] ([`SyncModeMissing::Driver`]).
+//! - The capture of a stream (`cuStreamGetCaptureInfo_v3`, CUDA 12.3; the newest headers no
+//!   longer declare `_v2`): on an older driver `Stream::launch_fn` asks `cuStreamIsCapturing`
+//!   instead, so a plain stream works as everywhere; capturing a closure there returns the
+//!   typed `Unavailable` error of `_v3` (in [`Error::Cuda`]), which names the version it needs.
+//! - Any other function newer than the driver: [`Error::Cuda`] with `cuda_hostcb`'s
+//!   `Unavailable`, naming the function and the version it needs. The layer calls no runtime
+//!   function, so the runtime's version never matters to it.
 //!
-//!         let ctx = Context::primary(0)?;
-//!         ctx.make_current()?;
-//!         let stream = Stream::new(&ctx)?;
-//!         stream.launch(|| println!("once, after the work before it"))?; // FnMut, called once
+//! Which of those functions the bindings declare is the one thing fixed at compile time, by the
+//! newest target's capabilities: were the newest target listed older than CTK 13.2 (none this
+//! repository lists is), sync modes would return [`SyncModeMissing::Target`], and before CTK
+//! 12.3 the capture would be asked of `cuStreamGetCaptureInfo_v2`.
 //!
-//!         let graph = Graph::new(&ctx)?;
-//!         let first = graph.add_host_node(&[], || println!("every launch"))?;
-//!         graph.add_host_node(&[first], || println!("then this"))?;
-//!         let exec = graph.instantiate()?;
-//!         drop(graph); // the executable keeps the closures alive
-//!         exec.launch(&stream)?;
-//!         stream.synchronize()?;
-//!     }};
-//! }
-//!
-//! fn main() -> Result<(), cuda_hostcb_safe::Error> {
-//!     cuda_hostcb::for_each_target!(closures);
-//!     Ok(())
-//! }
-//! ```
+//! There is no module per target: the handles the layer wraps are the same C objects whatever
+//! headers a program's own raw calls were generated from, so a program that uses an older
+//! target's bindings (`cuda_hostcb::ctk_12_9::driver`) passes its raw handles with a pointer
+//! cast (`Stream::borrow_raw(raw.cast())`, `stream.as_raw().cast()`).
 //!
 //! # Who owns a closure
-//!
-//! In each target module:
 //!
 //! - `Stream::launch` (`FnMut`, called once, by reference) on a stream that is not capturing:
 //!   the closure is boxed and enqueued as a stream callback (`cuStreamAddCallback`), which CUDA
@@ -112,8 +102,9 @@
 //! | `Stream::launch_raw`, `Graph::add_host_node_raw` | you | when you drop it | yours |
 //!
 //! A CUDA handle (stream, graph, executable) dropped inside a closure is destroyed on the next
-//! call of this crate from an ordinary thread (`deferred`); one that the closure owns goes with
-//! the closure, on the reaper thread.
+//! call of this crate from an ordinary thread (`deferred`; any call but `GraphExec::launch`,
+//! whose fast path skips that check); one that the closure owns goes with the closure, on the
+//! reaper thread.
 //!
 //! # After a context error
 //!
@@ -154,7 +145,8 @@
 //! panic in a closure's `Drop` is reported the same way, from the reaper thread.
 //! Calls into this crate from inside a callback return [`Error::InCallback`], and a handle of
 //! this crate (a stream, graph, executable or context) dropped there (by the closure's body) is
-//! destroyed later, on the next call of this crate from an ordinary thread; one that the
+//! destroyed later, on the next call of this crate from an ordinary thread (other than
+//! `GraphExec::launch`); one that the
 //! closure owns is destroyed by the reaper when the closure is dropped. With `panic = "abort"` a
 //! panic aborts.
 //!
@@ -166,107 +158,83 @@
 //! are `Send` but not `Sync` (CUDA graphs are not internally synchronised; a stream's capture
 //! state is checked and used in one step); `Context` is both.
 
-// Without a target the callback machinery has no user; the workspace's own builds enable every
-// target, so these lints still run there.
-#![cfg_attr(not(feature = "all-targets"), allow(dead_code, unused_imports))]
-
 mod arena;
 mod backlog;
 mod book;
 mod callback;
 mod capture;
+mod completion;
+mod context;
 mod deferral;
 mod deferred;
 mod error;
+mod exec_update;
+mod graph;
+mod interop;
 mod panic;
 mod reaper;
 mod record;
 mod signal;
 mod sticky;
 mod store;
+mod stream;
 mod sync;
 mod sync_mode;
 mod waiter;
 
 pub use capture::{CaptureMode, CaptureStatus};
+pub use completion::Completion;
+pub use context::Context;
 pub use error::Error;
+pub use exec_update::{NodeId, UpdatableExec};
+pub use graph::{Graph, GraphExec, GraphNode};
+pub use interop::BorrowedGraph;
 pub use panic::{
     CallbackPanic, PanicHook, PanicStage, default_panic_hook, set_panic_hook, take_panic_hook,
 };
 pub use reaper::{BACKLOG, REAPER_THREAD_NAME, overflowed_drops, pending_drops, wait_for_drops};
+pub use stream::Stream;
 pub use sync_mode::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 pub use waiter::{COMPLETION_SPIN, WAITER_THREAD_NAME};
 
-/// One module per target enabled on `cuda-hostcb` (`cuda_hostcb::for_each_target!`), each
-/// compiling the same source (`src/target/`) over that target's driver bindings.
-macro_rules! safe_target {
+/// Names the newest target's driver bindings [`sys`] and its CTK version `CTK`, and compiles
+/// what depends on which functions its headers declare: `host_v2` (sync modes, capability
+/// `host_func_v2`, CTK 13.2 on) and `capture_info` (`cuStreamGetCaptureInfo_v3`, capability
+/// `capture_info_v3`, CTK 12.3 on). Every target this repository lists declares both; a list
+/// whose newest target is older still builds, and refuses what its headers lack.
+macro_rules! newest {
     ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
-        #[doc = concat!("The safe layer over the bindings generated from the CTK ", $version, " headers: ")]
-        #[doc = concat!("[`Context`](crate::", stringify!($target), "::Context), ")]
-        #[doc = concat!("[`Stream`](crate::", stringify!($target), "::Stream), ")]
-        #[doc = concat!("[`Graph`](crate::", stringify!($target), "::Graph), ")]
-        #[doc = concat!("[`GraphExec`](crate::", stringify!($target), "::GraphExec) and ")]
-        #[doc = concat!("[`GraphNode`](crate::", stringify!($target), "::GraphNode), over ")]
-        #[doc = concat!("[`sys`](crate::", stringify!($target), "::sys), the driver bindings of `cuda_hostcb::", stringify!($target), "`.")]
-        ///
-        /// ```no_run
-        /// # fn main() -> Result<(), cuda_hostcb_safe::Error> {
-        #[doc = concat!("use cuda_hostcb_safe::", stringify!($target), "::{Context, Graph, Stream};")]
-        ///
-        /// let ctx = Context::primary(0)?;
-        /// ctx.make_current()?;
-        /// let stream = Stream::new(&ctx)?;
-        /// stream.launch(|| println!("once"))?; // called once, then dropped off CUDA's thread
-        /// let graph = Graph::new(&ctx)?;
-        /// graph.add_host_node(&[], || println!("every launch"))?; // Fn: owned by a CUDA user object
-        /// let exec = graph.instantiate()?;
-        /// drop(graph); // the executable keeps the closure alive
-        /// exec.launch(&stream)?;
-        /// stream.synchronize()?;
-        /// # Ok(()) }
-        /// ```
-        ///
-        /// See the [crate documentation](crate) for who owns each closure.
-        #[path = "target"]
-        #[allow(
-            clippy::duplicate_mod,
-            reason = "every target compiles the same source"
-        )]
-        pub mod $target {
-            /// The raw driver bindings of this target, for what the safe layer does not cover.
-            pub use cuda_hostcb::$target::driver as sys;
+        /// The raw driver bindings the safe layer is compiled over (those of the newest target
+        /// of `cuda-hostcb`), for what it does not cover. A function newer than the installed
+        /// driver returns `Unavailable` when called.
+        pub use cuda_hostcb::$target::driver as sys;
 
-            mod context;
-            mod graph;
-            mod stream;
+        /// The CTK version of the headers of [`sys`].
+        const CTK: &str = $version;
 
-            pub use context::Context;
-            pub use graph::{Graph, GraphExec, GraphNode};
-            pub use stream::Stream;
-
-            capture_info!([$($capability)*]);
-
-            // Executable-graph node updates, host sync modes, borrowed graphs, completion futures.
-            mod completion;
-            mod exec_update;
-            mod interop;
-            mod sync_mode;
-
-            pub use completion::Completion;
-            pub use exec_update::{NodeId, UpdatableExec};
-            pub use interop::BorrowedGraph;
-
-            /// The CTK version of this target's headers.
-            const CTK: &str = $version;
-
-            host_v2!([$($capability)*]);
-        }
+        host_v2!([$($capability)*]);
+        capture_info!([$($capability)*]);
     };
 }
 
-/// Defines `capture_info(stream, status, id, graph)` in a target module: the stream's capture
-/// status, the capture sequence's id and the graph, through the newest `cuStreamGetCaptureInfo` the target declares (`_v3` from CTK
-/// 12.3, `_v2` before; its capabilities say which).
+/// Declares `host_v2`: `host_v2.rs` where the headers declare host sync modes (capability
+/// `host_func_v2`), else `host_v1.rs`, which refuses them.
+macro_rules! host_v2 {
+    ([]) => {
+        #[path = "host_v1.rs"]
+        mod host_v2;
+    };
+    ([host_func_v2 $($rest:ident)*]) => {
+        mod host_v2;
+    };
+    ([$other:ident $($rest:ident)*]) => {
+        host_v2!([$($rest)*]);
+    };
+}
+
+/// Defines `capture_info(stream, status, id, graph)`: the stream's capture status, the capture
+/// sequence's id and the graph, through the newest `cuStreamGetCaptureInfo` the headers declare
+/// (`_v3` from CTK 12.3, `_v2` before; the capabilities say which).
 macro_rules! capture_info {
     ([]) => {
         capture_info!(@define cuStreamGetCaptureInfo_v2, []);
@@ -307,22 +275,7 @@ macro_rules! capture_info {
     };
 }
 
-/// Declares `host_v2` in a target module: `target/host_v2.rs` where the target's headers declare
-/// host sync modes (capability `host_func_v2`), else `target/host_v1.rs`, which refuses them.
-macro_rules! host_v2 {
-    ([]) => {
-        #[path = "host_v1.rs"]
-        mod host_v2;
-    };
-    ([host_func_v2 $($rest:ident)*]) => {
-        mod host_v2;
-    };
-    ([$other:ident $($rest:ident)*]) => {
-        host_v2!([$($rest)*]);
-    };
-}
-
-cuda_hostcb::for_each_target!(safe_target);
+cuda_hostcb::newest_target!(newest);
 
 /// The crate's README (its crates.io page), whose Rust blocks are compiled as doctests so that
 /// they stay true as written.

@@ -13,7 +13,7 @@ use std::ptr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicPtr, AtomicU64};
 
-use cuda_hostcb_safe::CaptureMode;
+use cuda_hostcb_safe::{CaptureMode, Context, Graph, GraphExec, Stream};
 
 // The bindings measured: the newest target of each CUDA major version (no hand-written file names
 // a target). The stub driver acts as a 13.0 driver; every function these paths call is older.
@@ -21,7 +21,6 @@ macro_rules! thirteen {
     ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
         use cuda_hostcb::$target::driver as cu;
         use cuda_hostcb::$target::runtime as rt13;
-        use cuda_hostcb_safe::$target::{Context, Graph, GraphExec, Stream};
     };
 }
 cuda_hostcb::newest_target_of_major!(13, thirteen);

@@ -237,9 +237,11 @@ pub fn driver_result(function: &'static str, code: u32) -> Result<(), Error> {
 }
 
 /// [`driver_result`] for the status of a function called through an address from
-/// [`DriverFn::resolved`](super::DriverFn::resolved) or [`DriverFn::get`](super::DriverFn::get),
-/// never through a first-call stub: every status is the driver's, [`UNRESOLVED`](super::UNRESOLVED)
-/// included, and a caller that only wants the code gets it without a test.
+/// [`DriverFn::resolved`](super::DriverFn::resolved) or [`DriverFn::get`](super::DriverFn::get)
+/// (or from [`DriverFn::function`](super::DriverFn::function) once one of those has resolved the
+/// entry point), never through a first-call stub: every status is the driver's,
+/// [`UNRESOLVED`](super::UNRESOLVED) included, and a caller that only wants the code gets it
+/// without a test.
 #[inline(always)]
 pub fn resolved_driver_result(function: &'static str, code: u32) -> Result<(), Error> {
     if code == CUDA_SUCCESS {

@@ -13,6 +13,34 @@
 //! the calling thread. The result mappers ([`driver_result`](super::driver_result),
 //! [`runtime_result`](super::runtime_result)) turn that status back into the error on their
 //! error path, which a caller that checks the status takes anyway.
+//!
+//! # One mechanism, one cast
+//!
+//! These stubs are the only self-patching function pointers on a call's path, and the loader's
+//! `as_fn` the only place an address becomes a function. What they are worth, counted by
+//! callgrind over the stub driver (`cargo bench -p hostcb-bench --bench cpu -- --count`,
+//! instructions per call, the host function's own work included):
+//!
+//! | path | first-call stub | a test per call instead |
+//! | --- | ---: | ---: |
+//! | `cuLaunchHostFunc(..)?` (`ours_driver_launch_checked`) | 34 | 41 |
+//! | `cudaLaunchHostFunc(..)?` (`ours_rt13_launch_checked`) | 23 | 27 |
+//!
+//! (cudarc's checked calls: 37 and 28; the right column is the loader before the stubs, same
+//! bench.) They cost build time instead: one stub per entry point, about 1.9 s of CPU in a cold
+//! build of one target.
+//!
+//! The safe layer had a second one: a *gate* for `cuGraphLaunch`, a pointer that held the
+//! driver's function, or, while destructions deferred by callbacks waited, a closed function of
+//! the same type that ran them and opened the gate again; deferring closed every gate. It spared
+//! `GraphExec::launch` the pending-destruction check, a load of a global, a test and the stack
+//! frame its cold call needs: 48 instructions against 54 through the entry point with the check
+//! (58 through the checked wrapper; C's own `cuGraphLaunch` 43). One mechanism is kept: the
+//! gate went, and `GraphExec::launch` makes only the thread-local callback check and calls
+//! `cuGraphLaunch`'s entry point, resolved by `Graph::instantiate`, mapping the status with
+//! [`resolved_driver_result`](super::resolved_driver_result) (no [`UNRESOLVED`] test, so the
+//! call stays a tail call): 48 again. The destructions it no longer runs wait for the next
+//! other call of the safe layer.
 
 use std::cell::Cell;
 use std::ffi::c_void;

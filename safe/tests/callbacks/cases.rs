@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use cuda_hostcb_safe::{Error, HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 use libtest_mimic::{Failed, Trial};
 
-use super::{HOST_FUNC_V2, TARGET, VERSION, safe, sys};
 use crate::{
     Case, Gpu, Outcome, Tally, counter, done, expect_at_most, expect_eq, expect_seq, gpu_trial,
     record, take, wait_count, wait_until,
 };
+use cuda_hostcb_safe::{self as safe, sys};
 
 /// The primary context of device 0, retained for the whole run.
 static CONTEXT: OnceLock<safe::Context> = OnceLock::new();
@@ -60,7 +60,7 @@ pub fn trials(gpu: &Gpu) -> Vec<Trial> {
     ];
     cases
         .into_iter()
-        .map(|(name, case)| gpu_trial(TARGET, gpu, name, case))
+        .map(|(name, case)| gpu_trial(gpu, name, case))
         .collect()
 }
 
@@ -194,9 +194,7 @@ fn exec_10000_node_updates_while_launches_are_in_flight() -> Outcome {
     // While the gate held every launch, nothing a pending launch needs was freed: after update
     // u the store held the closures of updates 0..=u (every one was launched before its
     // replacement).
-    let want_gated: Vec<usize> = (0..held_while_gated.len())
-        .map(|u| u + 1)
-        .collect();
+    let want_gated: Vec<usize> = (0..held_while_gated.len()).map(|u| u + 1).collect();
     expect_seq(
         "closures held after each update while the gate held the launches",
         &held_while_gated,
@@ -230,7 +228,7 @@ fn exec_10000_node_updates_while_launches_are_in_flight() -> Outcome {
         &expected,
     )?;
     println!(
-        "{TARGET}::exec_updates: {UPDATES} updates, {launched} launches ({pending_at_update} \
+        "exec_updates: {UPDATES} updates, {launched} launches ({pending_at_update} \
          updates with a launch pending), window {IN_FLIGHT}; store held at most {most} closures \
          ({held_at_end} at the end), {freed_live} of {} freed while the executable lived; every \
          closure called as often as it was current and dropped once",
@@ -282,7 +280,11 @@ fn exec_update_refusals_and_drops() -> Outcome {
     for _ in 0..100 {
         exec.set_host_node(node, bump(&calls, &drops))?;
     }
-    expect_eq("drops after 100 unlaunched updates", drops.load(SeqCst), 100)?;
+    expect_eq(
+        "drops after 100 unlaunched updates",
+        drops.load(SeqCst),
+        100,
+    )?;
     expect_eq("closures held", exec.held_closures(), 1)?;
     exec.launch(&stream)?;
     stream.synchronize()?;
@@ -292,22 +294,24 @@ fn exec_update_refusals_and_drops() -> Outcome {
     wait_count("drops after the executable's", &drops, 102)?;
     drop(other);
     println!(
-        "{TARGET}::exec_refusals: a foreign NodeId refused (closure dropped uncalled); 100 \
+        "exec_refusals: a foreign NodeId refused (closure dropped uncalled); 100 \
          unlaunched updates: 100 drops at once, 1 held; then 1 call, {} drops in all",
         drops.load(SeqCst)
     );
     done()
 }
 
-/// What a sync-mode call must return here: `Ok` where the target and the driver take a sync
+/// What a sync-mode call must return here: `Ok` where the bindings and the driver take a sync
 /// mode, else the typed error naming what is missing.
 fn sync_mode_expected(mode: HostSyncMode) -> Result<Option<SyncModeMissing>, Failed> {
     let mut driver: c_int = 0;
     unsafe { sys::cuDriverGetVersion(&mut driver)? };
     let driver = u32::try_from(driver).unwrap_or(0);
     let _ = mode;
-    Ok(if !HOST_FUNC_V2 {
-        Some(SyncModeMissing::Target { headers: VERSION })
+    Ok(if !crate::HOST_FUNC_V2 {
+        Some(SyncModeMissing::Target {
+            headers: crate::VERSION,
+        })
     } else if driver < SYNC_MODE_DRIVER_VERSION {
         Some(SyncModeMissing::Driver { found: driver })
     } else {
@@ -402,7 +406,7 @@ fn sync_modes_on_this_driver() -> Outcome {
             }
         ));
     }
-    println!("{TARGET}::sync_modes: {}", lines.join("; "));
+    println!("sync_modes: {}", lines.join("; "));
     done()
 }
 
@@ -441,7 +445,10 @@ fn borrowed_non_primary_context_stream_and_graph() -> Outcome {
         let mut raw_stream: sys::CUstream = ptr::null_mut();
         let mut raw_graph: sys::CUgraph = ptr::null_mut();
         unsafe {
-            sys::cuStreamCreate(&mut raw_stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING.0)?;
+            sys::cuStreamCreate(
+                &mut raw_stream,
+                sys::CUstream_flags::CU_STREAM_NON_BLOCKING.0,
+            )?;
             sys::cuGraphCreate(&mut raw_graph, 0)?;
         }
         let (node_calls, drops) = (counter(), counter());
@@ -478,7 +485,12 @@ fn borrowed_non_primary_context_stream_and_graph() -> Outcome {
             0,
         )?;
         drop((stream, ctx));
-        Ok((stream_calls, node_calls.load(SeqCst), nodes, drops.load(SeqCst)))
+        Ok((
+            stream_calls,
+            node_calls.load(SeqCst),
+            nodes,
+            drops.load(SeqCst),
+        ))
     })();
     // The borrowed context is still ours to use and destroy.
     let synced = unsafe {
@@ -490,12 +502,16 @@ fn borrowed_non_primary_context_stream_and_graph() -> Outcome {
     let destroyed = unsafe { sys::cuCtxDestroy_v2(raw_ctx) }.map_err(|e| e.to_string());
     expect_eq("the created context was current", was_current, true)?;
     let (stream_calls, node_calls, nodes, drops) = result?;
-    expect_eq("stream closures run in the borrowed context", stream_calls, 100)?;
+    expect_eq(
+        "stream closures run in the borrowed context",
+        stream_calls,
+        100,
+    )?;
     expect_eq("host-node calls in their graph", node_calls, 10)?;
     expect_eq("the context after the handles: synchronise", synced, Ok(()))?;
     expect_eq("the context after the handles: destroy", destroyed, Ok(()))?;
     println!(
-        "{TARGET}::borrowed: non-primary context: {stream_calls} stream closures; their stream \
+        "borrowed: non-primary context: {stream_calls} stream closures; their stream \
          and graph: {node_calls} node calls in 10 launches, {nodes} node left after the wrapper, \
          {drops} drop after their destroy"
     );
@@ -517,7 +533,9 @@ impl Wake for ThreadWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         let here = thread::current();
-        if here.id() != self.thread.id() && here.name() != Some(cuda_hostcb_safe::WAITER_THREAD_NAME) {
+        if here.id() != self.thread.id()
+            && here.name() != Some(cuda_hostcb_safe::WAITER_THREAD_NAME)
+        {
             self.elsewhere
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -635,7 +653,7 @@ fn completion_future_is_woken_by_the_stream() -> Outcome {
         Ok(()),
     )?;
     println!(
-        "{TARGET}::completion: resolved after 100 ms of work ahead in {polls} polls ({wakes} \
+        "completion: resolved after 100 ms of work ahead in {polls} polls ({wakes} \
          wakes, none from CUDA's threads); also on another thread after the stream's drop, and \
          after a pending one was dropped"
     );
@@ -674,9 +692,13 @@ fn completion_of_graph_launches() -> Outcome {
         seen.push(calls.load(SeqCst));
     }
     let want: Vec<usize> = (1..=20).chain((1..=20).map(|i| 20 + 100 * i)).collect();
-    expect_seq("host-node calls when each launch's completion resolved", &seen, &want)?;
+    expect_seq(
+        "host-node calls when each launch's completion resolved",
+        &seen,
+        &want,
+    )?;
     println!(
-        "{TARGET}::completion_of_graph_launches: 20 GraphExec and 20 UpdatableExec launches, each \
+        "completion_of_graph_launches: 20 GraphExec and 20 UpdatableExec launches, each \
          completion resolved after its host node"
     );
     done()
@@ -704,8 +726,11 @@ fn completion_futures_in_order_1000() -> Outcome {
     )?;
     expect_seq("closure order", &take(&log), &(0..1000).collect::<Vec<_>>())?;
     // Each waits about a host function's latency, under the spin: bounded polls per completion.
-    expect_at_most("polls of 1000 completions", total_polls, 1000 * POLLS_OVER_100_MS)?;
-    println!("{TARGET}::completion_1000: each resolved after its closure; {total_polls} polls");
+    expect_at_most(
+        "polls of 1000 completions",
+        total_polls,
+        1000 * POLLS_OVER_100_MS,
+    )?;
+    println!("completion_1000: each resolved after its closure; {total_polls} polls");
     done()
 }
-

@@ -1,16 +1,13 @@
 //! GPU tests of the safe layer's executable-node updates, host sync modes, borrowed contexts and
-//! graphs, and completion futures, for every enabled target, with their own harness.
+//! graphs, and completion futures, with their own harness.
 //!
-//! The GPU is probed once per target at start-up. When it is unusable each GPU trial is
+//! The GPU is probed once at start-up. When it is unusable each GPU trial is
 //! ignored, with one `SKIP:` line that gives the count and the reason; with `REQUIRE_GPU=1` the
 //! trials fail instead. Trials run one at a time unless `--test-threads` says otherwise.
 //! Callbacks only record; every check runs on the test thread after synchronising.
 //!
 //! `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` inverts every check, so each trial must fail at its first
 //! one: the way to see on a GPU that the checks can fail.
-
-// Without a target there are no cases, and the harness runs nothing.
-#![cfg_attr(not(feature = "all-targets"), allow(unused))]
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,27 +16,18 @@ use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
-/// One module per target enabled on `cuda-hostcb` (`cuda_hostcb::for_each_target!`), each
-/// running the same cases (`cases.rs`) over that target's safe layer.
-macro_rules! callbacks_target {
+mod cases;
+
+/// Whether the headers the safe layer is compiled over (the newest target's) declare host sync
+/// modes, and their CTK version.
+macro_rules! newest {
     ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
-        #[path = "."]
-        #[allow(clippy::duplicate_mod, reason = "every target runs the same cases")]
-        mod $target {
-            pub use cuda_hostcb_safe::$target as safe;
-            pub use cuda_hostcb_safe::$target::sys;
-            pub const TARGET: &str = stringify!($target);
-            pub const VERSION: &str = $version;
-            /// Whether this target's headers declare host sync modes.
-            pub const HOST_FUNC_V2: bool = crate::has_host_func_v2!([$($capability)*]);
-            mod cases;
-            pub use cases::{probe, trials};
-        }
+        const HOST_FUNC_V2: bool = has_host_func_v2!([$($capability)*]);
+        const VERSION: &str = $version;
     };
 }
 
 /// `true` if the capability list holds `host_func_v2`.
-#[macro_export]
 macro_rules! has_host_func_v2 {
     ([]) => {
         false
@@ -48,13 +36,13 @@ macro_rules! has_host_func_v2 {
         true
     };
     ([$other:ident $($rest:ident)*]) => {
-        $crate::has_host_func_v2!([$($rest)*])
+        has_host_func_v2!([$($rest)*])
     };
 }
 
-cuda_hostcb::for_each_target!(callbacks_target);
+cuda_hostcb::newest_target!(newest);
 
-/// What the probe found for one target.
+/// What the GPU probe found.
 pub enum Gpu {
     /// Usable, with this many devices.
     Ready,
@@ -85,9 +73,9 @@ pub type Outcome = Result<Completion, Failed>;
 /// A GPU case.
 pub type Case = fn() -> Outcome;
 
-/// One trial named `<target>::<name>`, run, ignored or failed as the probe says.
-pub fn gpu_trial(target: &str, gpu: &Gpu, name: &str, case: Case) -> Trial {
-    let name = format!("{target}::{name}");
+/// One trial, run, ignored or failed as the probe says.
+pub fn gpu_trial(gpu: &Gpu, name: &str, case: Case) -> Trial {
+    let name = name.to_owned();
     match gpu {
         Gpu::Ready => Trial::ignorable_test(name, case),
         Gpu::Skip(_) => Trial::test(name, || Ok(())).with_ignored_flag(true),
@@ -225,47 +213,14 @@ fn main() {
     // Listing (`--list`, as cargo-nextest asks each binary) prints the trials alone on stdout.
     let list = args.list;
 
-    let mut trials = Vec::new();
-    // Skip reasons, each with the targets it applies to and their trial counts.
-    let mut skips: Vec<(String, Vec<String>)> = Vec::new();
-    let mut add = |target: &str, probe: Result<usize, String>, make: fn(&Gpu) -> Vec<Trial>| {
-        let gpu = Gpu::from_probe(probe, require);
-        let made = make(&gpu);
+    let gpu = Gpu::from_probe(cases::probe(), require);
+    let trials = cases::trials(&gpu);
+    if !list {
         match &gpu {
-            Gpu::Ready => {
-                if !list {
-                    println!("GPU: {target}: usable");
-                }
-            }
-            Gpu::Skip(reason) => {
-                let entry = format!("{} of {target}", made.len());
-                match skips.iter_mut().find(|(r, _)| r == reason) {
-                    Some((_, targets)) => targets.push(entry),
-                    None => skips.push((reason.clone(), vec![entry])),
-                }
-            }
-            Gpu::Fail(reason) => {
-                if !list {
-                    println!("FAIL: {target}: REQUIRE_GPU=1 and {reason}");
-                }
-            }
+            Gpu::Ready => println!("GPU: usable"),
+            Gpu::Skip(reason) => println!("SKIP: {} GPU tests ({reason})", trials.len()),
+            Gpu::Fail(reason) => println!("FAIL: REQUIRE_GPU=1 and {reason}"),
         }
-        trials.extend(made);
-    };
-    macro_rules! add_target {
-        ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
-            add($target::TARGET, $target::probe(), $target::trials)
-        };
-    }
-    cuda_hostcb::for_each_target!(add_target);
-
-    let skipped = trials.iter().filter(|t| t.has_ignored_flag()).count();
-    if skipped > 0 && !list {
-        let why: Vec<_> = skips
-            .iter()
-            .map(|(reason, targets)| format!("{} ({reason})", targets.join(", ")))
-            .collect();
-        println!("SKIP: {skipped} GPU tests: {}", why.join("; "));
     }
     libtest_mimic::run(&args, trials).exit();
 }

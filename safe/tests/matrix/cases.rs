@@ -11,11 +11,11 @@ use std::time::Duration;
 use cuda_hostcb_safe::{CaptureMode, CaptureStatus, Error};
 use libtest_mimic::{Completion, Failed, Trial};
 
-use super::{TARGET, safe, sys};
 use crate::{
     Case, DROP_WAIT, Gpu, HostPtr, Outcome, Tally, counter, done, expect_eq, expect_seq, gpu_trial,
     panics_with, record, take, wait_count,
 };
+use cuda_hostcb_safe::{self as safe, sys};
 
 /// The primary contexts, retained for the whole run so that the cases do not create and
 /// reset them again and again.
@@ -102,15 +102,13 @@ pub fn trials(gpu: &Gpu) -> Vec<Trial> {
     ];
     cases
         .into_iter()
-        .map(|(name, case)| gpu_trial(TARGET, gpu, name, case))
+        .map(|(name, case)| gpu_trial(gpu, name, case))
         .collect()
 }
 
-/// A value that differs per target, so that a mix-up between targets would show.
+/// Mixed into the values the cases write, so that a value left from another case would show.
 fn salt() -> u32 {
-    TARGET
-        .bytes()
-        .fold(0x9E37_79B9_u32, |h, b| h.rotate_left(5) ^ u32::from(b))
+    0x9E37_79B9
 }
 
 /// The primary context of device `ordinal`, current on this thread.
@@ -300,7 +298,7 @@ fn c04_every_gpu_two_streams(devices: usize) -> Outcome {
         }
     }
     println!(
-        "{TARGET}::c04: {devices} devices; {} callbacks per device (2 streams x 500)",
+        "c04: {devices} devices; {} callbacks per device (2 streams x 500)",
         2 * 500
     );
     done()
@@ -405,7 +403,7 @@ fn c08_panicking_callback_is_contained(_: usize) -> Outcome {
     let stream = safe::Stream::new(&ctx)?;
 
     // A graph: a panicking node, then one that counts.
-    let graph_msg = format!("C08 deliberate panic in a graph node ({TARGET})");
+    let graph_msg = "C08 deliberate panic in a graph node".to_owned();
     let after = counter();
     let graph = safe::Graph::new(&ctx)?;
     let m = graph_msg.clone();
@@ -439,7 +437,7 @@ fn c08_panicking_callback_is_contained(_: usize) -> Outcome {
     drop((exec, graph));
 
     // A stream: a panicking closure, then one that counts, then a later launch.
-    let stream_msg = format!("C08 deliberate panic in a stream callback ({TARGET})");
+    let stream_msg = "C08 deliberate panic in a stream callback".to_owned();
     let later = counter();
     let m = stream_msg.clone();
     stream.launch(move || panic!("{m}"))?;
@@ -571,7 +569,7 @@ fn c10_stream_closure_dropped_once_after_its_call(_: usize) -> Outcome {
         1000,
     )?;
     println!(
-        "{TARGET}::c10: one closure: 1 call, {} drop; launch_fn: {} call, {} drop; 1000 closures: {} drops",
+        "c10: one closure: 1 call, {} drop; launch_fn: {} call, {} drop; 1000 closures: {} drops",
         drops.load(SeqCst),
         calls.load(SeqCst),
         fn_drops.load(SeqCst),
@@ -726,7 +724,7 @@ fn c12_graph_closure_dropped_once_after_last_holder(_: usize) -> Outcome {
     settle(&ctx)?;
     expect_eq("drops a while later", drops.load(SeqCst), 1)?;
     println!(
-        "{TARGET}::c12: calls {}, drops {} (0 while any graph, clone or exec lived)",
+        "c12: calls {}, drops {} (0 while any graph, clone or exec lived)",
         calls.load(SeqCst),
         drops.load(SeqCst)
     );
@@ -855,10 +853,7 @@ fn c14_devices_two_graphs_each_see_their_own_value(devices: usize) -> Outcome {
             )
         })
         .collect();
-    println!(
-        "{TARGET}::c14: {devices} devices; {}",
-        per_device.join(", ")
-    );
+    println!("c14: {devices} devices; {}", per_device.join(", "));
     done()
 }
 

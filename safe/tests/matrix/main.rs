@@ -1,7 +1,7 @@
-//! The safe layer's GPU matrix (C01-C14 of its issue, plus the raw path and the refusals) for
-//! every enabled target, on real GPUs, with its own harness.
+//! The safe layer's GPU matrix (C01-C14 of its issue, plus the raw path and the refusals), on
+//! real GPUs, with its own harness.
 //!
-//! The GPU is probed once per target at start-up. When it is unusable each GPU trial is
+//! The GPU is probed once at start-up. When it is unusable each GPU trial is
 //! ignored, with one `SKIP:` line that gives the count and the reason; with `REQUIRE_GPU=1` the
 //! trials fail instead. Trials run one at a time unless `--test-threads` says otherwise: a
 //! global-mode capture (C13) forbids other threads' unsafe CUDA calls while it lasts.
@@ -9,9 +9,6 @@
 //! `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` (the workspace's one switch, `hostcb_gate`) inverts every
 //! check, so each trial must fail at its first one: the way to see on a GPU that the checks can
 //! fail. `REQUIRE_GPU` is read through `hostcb_gate` too.
-
-// Without a target there are no cases, and the harness runs nothing.
-#![cfg_attr(not(feature = "all-targets"), allow(unused))]
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,25 +18,9 @@ use std::time::{Duration, Instant};
 use cuda_hostcb_safe::{default_panic_hook, set_panic_hook};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
-/// One module per target enabled on `cuda-hostcb` (`cuda_hostcb::for_each_target!`), each
-/// running the same cases (`cases.rs`) over that target's safe layer.
-macro_rules! matrix_target {
-    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
-        #[path = "."]
-        #[allow(clippy::duplicate_mod, reason = "every target runs the same cases")]
-        mod $target {
-            pub use cuda_hostcb_safe::$target as safe;
-            pub use cuda_hostcb_safe::$target::sys;
-            pub const TARGET: &str = stringify!($target);
-            mod cases;
-            pub use cases::{probe, trials};
-        }
-    };
-}
+mod cases;
 
-cuda_hostcb::for_each_target!(matrix_target);
-
-/// What the probe found for one target.
+/// What the GPU probe found.
 pub enum Gpu {
     /// Usable, with this many devices.
     Ready { devices: usize },
@@ -70,9 +51,9 @@ pub type Outcome = Result<Completion, Failed>;
 /// A GPU case, given the device count.
 pub type Case = fn(usize) -> Outcome;
 
-/// One trial named `<target>::<name>`, run, ignored or failed as the probe says.
-pub fn gpu_trial(target: &str, gpu: &Gpu, name: &str, case: Case) -> Trial {
-    let name = format!("{target}::{name}");
+/// One trial, run, ignored or failed as the probe says.
+pub fn gpu_trial(gpu: &Gpu, name: &str, case: Case) -> Trial {
+    let name = name.to_owned();
     match gpu {
         Gpu::Ready { devices } => {
             let devices = *devices;
@@ -227,47 +208,14 @@ fn main() {
         default_panic_hook(report);
     });
 
-    let mut trials = Vec::new();
-    // Skip reasons, each with the targets it applies to and their trial counts.
-    let mut skips: Vec<(String, Vec<String>)> = Vec::new();
-    let mut add = |target: &str, probe: Result<usize, String>, make: fn(&Gpu) -> Vec<Trial>| {
-        let gpu = Gpu::from_probe(probe, require);
-        let made = make(&gpu);
+    let gpu = Gpu::from_probe(cases::probe(), require);
+    let trials = cases::trials(&gpu);
+    if !list {
         match &gpu {
-            Gpu::Ready { devices } => {
-                if !list {
-                    println!("GPU: {target}: {devices} device(s)");
-                }
-            }
-            Gpu::Skip(reason) => {
-                let entry = format!("{} of {target}", made.len());
-                match skips.iter_mut().find(|(r, _)| r == reason) {
-                    Some((_, targets)) => targets.push(entry),
-                    None => skips.push((reason.clone(), vec![entry])),
-                }
-            }
-            Gpu::Fail(reason) => {
-                if !list {
-                    println!("FAIL: {target}: REQUIRE_GPU=1 and {reason}");
-                }
-            }
+            Gpu::Ready { devices } => println!("GPU: {devices} device(s)"),
+            Gpu::Skip(reason) => println!("SKIP: {} GPU tests ({reason})", trials.len()),
+            Gpu::Fail(reason) => println!("FAIL: REQUIRE_GPU=1 and {reason}"),
         }
-        trials.extend(made);
-    };
-    macro_rules! add_target {
-        ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
-            add($target::TARGET, $target::probe(), $target::trials)
-        };
-    }
-    cuda_hostcb::for_each_target!(add_target);
-
-    let skipped = trials.iter().filter(|t| t.has_ignored_flag()).count();
-    if skipped > 0 && !list {
-        let why: Vec<_> = skips
-            .iter()
-            .map(|(reason, targets)| format!("{} ({reason})", targets.join(", ")))
-            .collect();
-        println!("SKIP: {skipped} GPU tests: {}", why.join("; "));
     }
     libtest_mimic::run(&args, trials).exit();
 }

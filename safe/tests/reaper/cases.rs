@@ -9,8 +9,10 @@ use std::time::Duration;
 use cuda_hostcb_safe::{CaptureMode, REAPER_THREAD_NAME, overflowed_drops, wait_for_drops};
 use libtest_mimic::{Failed, Trial};
 
-use super::{TARGET, safe, sys};
-use crate::support::{Case, Gpu, Outcome, Watchdog, done, expect_eq, expect_that, gpu_trial, wait_until};
+use crate::support::{
+    Case, Gpu, Outcome, Watchdog, done, expect_eq, expect_that, gpu_trial, wait_until,
+};
+use cuda_hostcb_safe::{self as safe, sys};
 
 /// Closures per path.
 const N: usize = 1000;
@@ -28,13 +30,16 @@ pub fn probe() -> Result<usize, String> {
 
 pub fn trials(gpu: &Gpu) -> Vec<Trial> {
     let cases: [(&str, Case); 3] = [
-        ("stream_launch_1000_closures_free_device_memory", stream_launch),
+        (
+            "stream_launch_1000_closures_free_device_memory",
+            stream_launch,
+        ),
         ("host_nodes_1000_closures_free_device_memory", host_nodes),
         ("captured_1000_closures_free_device_memory", captured),
     ];
     cases
         .into_iter()
-        .map(|(name, case)| gpu_trial(TARGET, gpu, name, case))
+        .map(|(name, case)| gpu_trial(gpu, name, case))
         .collect()
 }
 
@@ -129,7 +134,11 @@ fn free_memory() -> Result<usize, Failed> {
 
 /// The checks every path makes once its closures are gone.
 fn check(path: &str, log: &Log, before: usize, during: usize, after: usize) -> Outcome {
-    let failed = log.frees_failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let failed = log
+        .frees_failed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     let names = |codes: &[u32]| -> Vec<String> {
         codes
             .iter()
@@ -151,7 +160,11 @@ fn check(path: &str, log: &Log, before: usize, during: usize, after: usize) -> O
         failed.len(),
         0,
     )?;
-    expect_eq(&format!("{path}: successful frees"), log.frees_ok.load(SeqCst), N)?;
+    expect_eq(
+        &format!("{path}: successful frees"),
+        log.frees_ok.load(SeqCst),
+        N,
+    )?;
     expect_eq(
         &format!("{path}: drops on the reaper thread"),
         log.on_reaper.load(SeqCst),
@@ -185,7 +198,7 @@ fn check(path: &str, log: &Log, before: usize, during: usize, after: usize) -> O
         ),
     )?;
     println!(
-        "{TARGET}::{path}: {N} closures, {} calls, {} drops ({} on {REAPER_THREAD_NAME}, {} on \
+        "{path}: {N} closures, {} calls, {} drops ({} on {REAPER_THREAD_NAME}, {} on \
          other program threads, {} on CUDA's), {} frees succeeded, {} failed; free memory {} MiB \
          before, {} MiB with the buffers, {} MiB after; {} drops overflowed in the process",
         log.calls.load(SeqCst),
@@ -211,7 +224,7 @@ fn all_dropped(log: &Log) -> Result<(), Failed> {
 }
 
 fn stream_launch() -> Outcome {
-    let _watchdog = Watchdog::arm(format!("{TARGET}::stream_launch"), LIMIT);
+    let _watchdog = Watchdog::arm("stream_launch".to_owned(), LIMIT);
     let ctx = current()?;
     let stream = safe::Stream::new(&ctx)?;
     ctx.synchronize()?;
@@ -236,7 +249,7 @@ fn stream_launch() -> Outcome {
 }
 
 fn host_nodes() -> Outcome {
-    let _watchdog = Watchdog::arm(format!("{TARGET}::host_nodes"), LIMIT);
+    let _watchdog = Watchdog::arm("host_nodes".to_owned(), LIMIT);
     let ctx = current()?;
     let stream = safe::Stream::new(&ctx)?;
     ctx.synchronize()?;
@@ -260,7 +273,7 @@ fn host_nodes() -> Outcome {
 }
 
 fn captured() -> Outcome {
-    let _watchdog = Watchdog::arm(format!("{TARGET}::captured"), LIMIT);
+    let _watchdog = Watchdog::arm("captured".to_owned(), LIMIT);
     let ctx = current()?;
     let stream = safe::Stream::new(&ctx)?;
     ctx.synchronize()?;

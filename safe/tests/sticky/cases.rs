@@ -6,9 +6,9 @@ use std::future::Future;
 use std::pin::pin;
 use std::process::{Command, Stdio};
 use std::ptr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 use cuda_hostcb_safe::{CaptureMode, Error, REAPER_THREAD_NAME, wait_for_drops};
 use libtest_mimic::{Failed, Trial};
 
-use super::{TARGET, safe, sys};
 use crate::CHILD_ENV;
-use crate::support::{Case, Gpu, Outcome, Watchdog, done, expect_eq, expect_that, gpu_trial, wait_until};
+use crate::support::{
+    Case, Gpu, Outcome, Watchdog, done, expect_eq, expect_that, gpu_trial, wait_until,
+};
+use cuda_hostcb_safe::{self as safe, sys};
 
 /// A kernel that stops at once with a trap, which leaves its context unusable.
 const PTX: &CStr = c".version 8.0
@@ -53,7 +55,7 @@ pub fn trials(gpu: &Gpu) -> Vec<Trial> {
     )];
     cases
         .into_iter()
-        .map(|(name, case)| gpu_trial(TARGET, gpu, name, case))
+        .map(|(name, case)| gpu_trial(gpu, name, case))
         .collect()
 }
 
@@ -62,7 +64,7 @@ pub fn trials(gpu: &Gpu) -> Vec<Trial> {
 fn trap_every_closure_called_or_dropped_once_and_reported() -> Outcome {
     let me = std::env::current_exe()?;
     let mut child = Command::new(me)
-        .env(CHILD_ENV, TARGET)
+        .env(CHILD_ENV, "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -85,10 +87,15 @@ fn trap_every_closure_called_or_dropped_once_and_reported() -> Outcome {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     );
     let Some(status) = status else {
-        return Err(format!("the child hung past {PARENT_LIMIT:?} and was killed:\n{stdout}{stderr}").into());
+        return Err(format!(
+            "the child hung past {PARENT_LIMIT:?} and was killed:\n{stdout}{stderr}"
+        )
+        .into());
     };
     let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("OBSERVED ")) else {
-        return Err(format!("the child ({status}) printed no OBSERVED line:\n{stdout}{stderr}").into());
+        return Err(
+            format!("the child ({status}) printed no OBSERVED line:\n{stdout}{stderr}").into(),
+        );
     };
     let seen: BTreeMap<&str, &str> = line
         .split(';')
@@ -97,7 +104,15 @@ fn trap_every_closure_called_or_dropped_once_and_reported() -> Outcome {
     let get = |key: &str| seen.get(key).copied().unwrap_or("(missing)");
     let want = |key: &str, value: String| expect_eq(key, get(key).to_owned(), value);
 
-    let tail: String = stderr.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+    let tail: String = stderr
+        .lines()
+        .rev()
+        .take(20)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n");
     expect_eq(
         &format!("the child's exit ({status}; its stderr ends: {tail})"),
         status.success(),
@@ -141,7 +156,7 @@ fn trap_every_closure_called_or_dropped_once_and_reported() -> Outcome {
         (4 * ONE_SHOT + NODES + CAPTURED).to_string(),
     )?;
     want("drops_on_unnamed_threads", "0".to_owned())?;
-    println!("{TARGET}::trap: {line}");
+    println!("trap: {line}");
     done()
 }
 
@@ -195,7 +210,7 @@ fn load(counters: &[AtomicUsize; 4], kind: usize) -> usize {
 
 /// Runs the scenario, prints the `OBSERVED` line and exits.
 pub fn child() -> ! {
-    let watchdog = Watchdog::arm(format!("the {TARGET} child"), CHILD_LIMIT);
+    let watchdog = Watchdog::arm("the child".to_owned(), CHILD_LIMIT);
     let mut seen: Vec<(String, String)> = Vec::new();
     let result = observe(&mut seen);
     drop(watchdog);
@@ -318,11 +333,18 @@ fn observe(seen: &mut Vec<(String, String)>) -> Result<(), Failed> {
     }
     note(
         "sync_code",
-        synced.as_ref().err().and_then(Error::code).map_or("none".to_owned(), |c| c.to_string()),
+        synced
+            .as_ref()
+            .err()
+            .and_then(Error::code)
+            .map_or("none".to_owned(), |c| c.to_string()),
     );
     note(
         "sync_text",
-        synced.as_ref().err().map_or(String::new(), ToString::to_string),
+        synced
+            .as_ref()
+            .err()
+            .map_or(String::new(), ToString::to_string),
     );
     note("node_launch_after", format!("{node_launch:?}"));
     note("replay_launch_after", format!("{replay_launch:?}"));
@@ -352,11 +374,21 @@ fn observe(seen: &mut Vec<(String, String)>) -> Result<(), Failed> {
     wait_for_drops()?;
     thread::sleep(Duration::from_millis(200));
     note("drops_on_reaper", log.on_reaper.load(SeqCst).to_string());
-    note("drops_on_program_threads", log.on_program.load(SeqCst).to_string());
-    note("drops_on_unnamed_threads", log.on_unnamed.load(SeqCst).to_string());
+    note(
+        "drops_on_program_threads",
+        log.on_program.load(SeqCst).to_string(),
+    );
+    note(
+        "drops_on_unnamed_threads",
+        log.on_unnamed.load(SeqCst).to_string(),
+    );
     note(
         "total_drops",
-        log.drops.iter().map(|d| d.load(SeqCst)).sum::<usize>().to_string(),
+        log.drops
+            .iter()
+            .map(|d| d.load(SeqCst))
+            .sum::<usize>()
+            .to_string(),
     );
     Ok(())
 }
@@ -377,7 +409,9 @@ fn block_on(future: impl Future<Output = Result<(), Error>>, limit: Duration) ->
     loop {
         match future.as_mut().poll(&mut cx) {
             Poll::Ready(Ok(())) => return "Ok".to_owned(),
-            Poll::Ready(Err(Error::CompletionAbandoned)) => return "CompletionAbandoned".to_owned(),
+            Poll::Ready(Err(Error::CompletionAbandoned)) => {
+                return "CompletionAbandoned".to_owned();
+            }
             Poll::Ready(Err(other)) => return format!("{other:?}"),
             Poll::Pending if start.elapsed() > limit => return "still pending".to_owned(),
             Poll::Pending => thread::park_timeout(Duration::from_millis(100)),

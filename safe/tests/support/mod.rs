@@ -1,7 +1,7 @@
-//! What the `sticky` and `reaper` GPU tests share: the per-target GPU probe and trials, checks
+//! What the `sticky` and `reaper` GPU tests share: the GPU probe and trials, checks
 //! that obey `HOSTCB_TESTS_WRONG_EXPECTATIONS`, a watchdog, and the harness's `main`.
 //!
-//! The GPU is probed once per target at start-up. When it is unusable each GPU trial is ignored,
+//! The GPU is probed once at start-up. When it is unusable each GPU trial is ignored,
 //! with one `SKIP:` line that gives the count and the reason; with `REQUIRE_GPU=1` the trials
 //! fail instead. Callbacks and drops only record; every check runs on the test thread.
 
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
-/// What the probe found for one target.
+/// What the GPU probe found.
 pub enum Gpu {
     Ready,
     Skip(String),
@@ -39,9 +39,9 @@ impl Gpu {
 pub type Outcome = Result<Completion, Failed>;
 pub type Case = fn() -> Outcome;
 
-/// One trial named `<target>::<name>`, run, ignored or failed as the probe says.
-pub fn gpu_trial(target: &str, gpu: &Gpu, name: &str, case: Case) -> Trial {
-    let name = format!("{target}::{name}");
+/// One trial, run, ignored or failed as the probe says.
+pub fn gpu_trial(gpu: &Gpu, name: &str, case: Case) -> Trial {
+    let name = name.to_owned();
     match gpu {
         Gpu::Ready => Trial::ignorable_test(name, case),
         Gpu::Skip(_) => Trial::test(name, || Ok(())).with_ignored_flag(true),
@@ -129,12 +129,9 @@ impl Drop for Watchdog {
     }
 }
 
-/// One target: its name, what its probe found, and how to make its trials.
-pub type Target = (&'static str, Result<usize, String>, fn(&Gpu) -> Vec<Trial>);
-
-/// The harness: probes every target with `probe`, makes its trials with `make`, prints one
+/// The harness: makes the trials (`make`) from what the GPU probe found (`probe`), prints one
 /// `SKIP:` line for the ignored ones, and runs them one at a time unless told otherwise.
-pub fn run(targets: Vec<Target>) -> ! {
+pub fn run(probe: Result<usize, String>, make: fn(&Gpu) -> Vec<Trial>) -> ! {
     let mut args = Arguments::from_args();
     if args.test_threads.is_none() {
         args.test_threads = Some(1);
@@ -142,39 +139,14 @@ pub fn run(targets: Vec<Target>) -> ! {
     let require = hostcb_gate::require_gpu();
     // Listing (`--list`, as cargo-nextest asks each binary) prints the trials alone on stdout.
     let list = args.list;
-    let mut trials = Vec::new();
-    let mut skips: Vec<(String, Vec<String>)> = Vec::new();
-    for (target, probe, make) in targets {
-        let gpu = Gpu::from_probe(probe, require);
-        let made = make(&gpu);
+    let gpu = Gpu::from_probe(probe, require);
+    let trials = make(&gpu);
+    if !list {
         match &gpu {
-            Gpu::Ready => {
-                if !list {
-                    println!("GPU: {target}: usable");
-                }
-            }
-            Gpu::Skip(reason) => {
-                let entry = format!("{} of {target}", made.len());
-                match skips.iter_mut().find(|(r, _)| r == reason) {
-                    Some((_, targets)) => targets.push(entry),
-                    None => skips.push((reason.clone(), vec![entry])),
-                }
-            }
-            Gpu::Fail(reason) => {
-                if !list {
-                    println!("FAIL: {target}: REQUIRE_GPU=1 and {reason}");
-                }
-            }
+            Gpu::Ready => println!("GPU: usable"),
+            Gpu::Skip(reason) => println!("SKIP: {} GPU tests ({reason})", trials.len()),
+            Gpu::Fail(reason) => println!("FAIL: REQUIRE_GPU=1 and {reason}"),
         }
-        trials.extend(made);
-    }
-    let skipped = trials.iter().filter(|t| t.has_ignored_flag()).count();
-    if skipped > 0 && !list {
-        let why: Vec<_> = skips
-            .iter()
-            .map(|(reason, targets)| format!("{} ({reason})", targets.join(", ")))
-            .collect();
-        println!("SKIP: {skipped} GPU tests: {}", why.join("; "));
     }
     libtest_mimic::run(&args, trials).exit();
 }

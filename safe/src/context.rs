@@ -5,12 +5,12 @@ use std::ffi::c_int;
 use std::ptr;
 use std::sync::{Arc, Mutex};
 
-use super::sys;
 use crate::Error;
 use crate::callback;
 use crate::deferred::{self, CudaHandle, Handle};
+use crate::sys;
 
-// SAFETY: CUDA's opaque handles of this target's bindings: any thread may destroy them.
+// SAFETY: CUDA's opaque handles of the bindings: any thread may destroy them.
 unsafe impl CudaHandle for sys::CUcontext {}
 // SAFETY: as above.
 unsafe impl CudaHandle for sys::CUstream {}
@@ -165,10 +165,15 @@ impl Context {
 
     /// A completion event of this context: a done one from the pool, or a new one.
     pub(super) fn take_event(&self) -> Result<sys::CUevent, Error> {
-        let pooled = self.0.events.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let pooled = self
+            .0
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
         match pooled {
             Some(event) => Ok(event),
-            None => super::completion::new_event(self.0.raw),
+            None => crate::completion::new_event(self.0.raw),
         }
     }
 

@@ -4,16 +4,16 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::Arc;
 
-use super::Context;
-use super::graph::{Graph, own_arena};
-use super::sys;
+use crate::Context;
 use crate::arena;
 use crate::callback::{self, OneShot, stream_call};
 use crate::deferred::{self, Handle};
+use crate::graph::{Graph, own_arena};
 use crate::sticky::{self, Book};
+use crate::sys;
 use crate::{CaptureMode, CaptureStatus, Error};
 
-// The codes the safe layer treats as ending a context are this target's.
+// The codes the safe layer treats as ending a context are the bindings'.
 const _: () = {
     use sys::CUresult as R;
     let ours = sticky::STICKY;
@@ -51,7 +51,7 @@ unsafe extern "C" fn on_stream<F: FnMut() + Send + 'static>(
     unsafe { stream_call::<F>(status.0, data) }
 }
 
-// The safe enums mirror this target's values.
+// The safe enums mirror the bindings' values.
 const _: () = {
     use sys::CUstreamCaptureMode as M;
     use sys::CUstreamCaptureStatus as S;
@@ -184,7 +184,7 @@ impl Stream {
         F: Fn() + Send + Sync + 'static,
     {
         callback::enter("Stream::launch_fn")?;
-        // One cuStreamGetCaptureInfo gives the status, the capture's id and its graph.
+        // One cuStreamGetCaptureInfo_v3 gives the status, the capture's id and its graph.
         let (status, id, graph) = self.capture()?;
         // Tested on the raw value, the capturing case first: it is the one to be cheap.
         if status == sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE && !graph.is_null()
@@ -300,16 +300,40 @@ impl Stream {
     }
 
     /// The stream's capture status, the capture's id and the graph it is capturing into (null
-    /// when it is not)
-    /// (`cuStreamGetCaptureInfo`, see `capture_info`).
+    /// when it is not), from `cuStreamGetCaptureInfo_v3` (CUDA 12.3 and later; `capture_info`).
+    /// A driver older than that lacks it, and the headers the layer is compiled from no longer
+    /// declare `_v2`: there `cuStreamIsCapturing` gives the status, which is all a stream that is
+    /// not capturing needs; an active capture returns `_v3`'s `Unavailable` error, since the id
+    /// and graph a captured closure needs come from `_v3` alone.
     #[inline]
     fn capture(&self) -> Result<(sys::CUstreamCaptureStatus, u64, sys::CUgraph), Error> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let mut id = 0;
         let mut graph: sys::CUgraph = ptr::null_mut();
         // SAFETY: the stream is valid; the optional outputs that are not wanted are null.
-        unsafe { super::capture_info(self.raw, &mut status, &mut id, &mut graph)? };
-        Ok((status, id, graph))
+        let info = unsafe { crate::capture_info(self.raw, &mut status, &mut id, &mut graph) };
+        match info {
+            Ok(()) => Ok((status, id, graph)),
+            Err(missing) if missing.is_unavailable() => self.capture_without_info(missing),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// [`capture`](Self::capture) on a driver without `cuStreamGetCaptureInfo_v3` (`missing`,
+    /// its error): the status alone, or `missing` for an active capture.
+    #[cold]
+    fn capture_without_info(
+        &self,
+        missing: cuda_hostcb::Error,
+    ) -> Result<(sys::CUstreamCaptureStatus, u64, sys::CUgraph), Error> {
+        use sys::CUstreamCaptureStatus as S;
+        match self.status()? {
+            CaptureStatus::None => Ok((S::CU_STREAM_CAPTURE_STATUS_NONE, 0, ptr::null_mut())),
+            CaptureStatus::Invalidated => {
+                Ok((S::CU_STREAM_CAPTURE_STATUS_INVALIDATED, 0, ptr::null_mut()))
+            }
+            CaptureStatus::Active => Err(missing.into()),
+        }
     }
 }
 

@@ -37,12 +37,12 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Instant;
 
-use super::{Context, Stream, sys};
 use crate::callback;
 use crate::deferred::{self, Handle};
 use crate::sticky::leaves_context_unusable;
 use crate::waiter::{self, Check, Shared, Watch};
 use crate::{CaptureStatus, Error};
+use crate::{Context, Stream, sys};
 
 /// `CUDA_ERROR_NOT_READY`: the event's work is pending.
 const NOT_READY: u32 = sys::CUresult::CUDA_ERROR_NOT_READY.0;
@@ -254,7 +254,7 @@ impl Stream {
     /// for long work (see the type's documentation).
     ///
     /// ```no_run
-    /// # async fn run(stream: &cuda_hostcb_safe::ctk_13_0::Stream) -> Result<(), cuda_hostcb_safe::Error> {
+    /// # async fn run(stream: &cuda_hostcb_safe::Stream) -> Result<(), cuda_hostcb_safe::Error> {
     /// // ... enqueue work on `stream` ...
     /// stream.completion()?.await?; // the work before is done
     /// # Ok(()) }
@@ -370,7 +370,11 @@ mod tests {
         shared.resolve(Check::Done);
         assert!(c.is_signalled());
         assert!(matches!(poll(&mut c, &waker), Poll::Ready(Ok(()))));
-        assert_eq!(counting.0.load(Ordering::SeqCst), 0, "no waker was registered");
+        assert_eq!(
+            counting.0.load(Ordering::SeqCst),
+            0,
+            "no waker was registered"
+        );
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! Graphs that another crate made (its captures, its graphs), borrowed, so that host nodes with
 //! closures can be added to them; contexts are borrowed with [`Context::borrow_raw`] and streams
-//! with [`Stream::borrow_raw`](super::Stream::borrow_raw).
+//! with [`Stream::borrow_raw`](crate::Stream::borrow_raw).
 
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
 
-use super::{Context, Graph, sys};
+use crate::{Context, Graph, sys};
 
 /// A [`Graph`] that someone else owns ([`Graph::borrow_raw`]): it works as a graph (through
 /// `Deref`), and dropping it leaves the CUDA graph alone.
@@ -26,7 +26,9 @@ impl Graph {
     /// synchronised), and, if `ctx` is given, a graph of that context's device.
     pub unsafe fn borrow_raw(raw: sys::CUgraph, ctx: Option<&Context>) -> BorrowedGraph {
         // SAFETY: the caller's contract; `BorrowedGraph` never destroys it.
-        BorrowedGraph(ManuallyDrop::new(unsafe { Graph::from_raw(raw, ctx.cloned()) }))
+        BorrowedGraph(ManuallyDrop::new(unsafe {
+            Graph::from_raw(raw, ctx.cloned())
+        }))
     }
 }
 

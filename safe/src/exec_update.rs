@@ -17,11 +17,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::ptr;
 use std::sync::Arc;
 
-use super::context::push;
-use super::{Context, Graph, GraphExec, GraphNode, Stream, host_v2, sync_mode, sys};
 use crate::callback::{self, HostFn, Shared, call_shared};
+use crate::context::push;
 use crate::panic::{PanicStage, report};
 use crate::store;
+use crate::{Context, Graph, GraphExec, GraphNode, Stream, host_v2, sync_mode, sys};
 use crate::{Error, HostSyncMode};
 
 /// A node of the graph an [`UpdatableExec`] was instantiated from, without the borrow of the
@@ -187,7 +187,7 @@ fn hold_in(graph: &Graph, store: &Arc<Store>) -> Result<GraphExec, Error> {
 /// ```no_run
 /// # async fn run() -> Result<(), cuda_hostcb_safe::Error> {
 /// use cuda_hostcb_safe::HostSyncMode;
-/// use cuda_hostcb_safe::ctk_13_0::{Context, Graph, Stream};
+/// use cuda_hostcb_safe::{Context, Graph, Stream};
 ///
 /// let ctx = Context::primary(0)?;
 /// ctx.make_current()?;
@@ -276,9 +276,9 @@ impl UpdatableExec {
     }
 
     /// Launches the executable on `stream`, as [`launch`](Self::launch), and returns the
-    /// [`Completion`](super::Completion) of that launch, as [`Stream::completion`] would right
+    /// [`Completion`](crate::Completion) of that launch, as [`Stream::completion`] would right
     /// after.
-    pub fn launch_completion(&self, stream: &Stream) -> Result<super::Completion, Error> {
+    pub fn launch_completion(&self, stream: &Stream) -> Result<crate::Completion, Error> {
         self.launch(stream)?;
         stream.completion()
     }
@@ -293,20 +293,25 @@ impl UpdatableExec {
     where
         F: Fn() + Send + Sync + 'static,
     {
-        self.set("UpdatableExec::set_host_node", node, f, |exec, node, call, data| {
-            let params = sys::CUDA_HOST_NODE_PARAMS {
-                fn_: Some(call),
-                userData: data,
-            };
-            // SAFETY: valid executable, a node of its graph, valid parameters; the store keeps
-            // `call(data)` sound for every launch that can call it.
-            unsafe { sys::cuGraphExecHostNodeSetParams(exec, node, &params) }
-        })
+        self.set(
+            "UpdatableExec::set_host_node",
+            node,
+            f,
+            |exec, node, call, data| {
+                let params = sys::CUDA_HOST_NODE_PARAMS {
+                    fn_: Some(call),
+                    userData: data,
+                };
+                // SAFETY: valid executable, a node of its graph, valid parameters; the store keeps
+                // `call(data)` sound for every launch that can call it.
+                unsafe { sys::cuGraphExecHostNodeSetParams(exec, node, &params) }
+            },
+        )
     }
 
     /// As [`set_host_node`](Self::set_host_node), with a sync mode (`cuGraphExecNodeSetParams`
-    /// with `CUDA_HOST_NODE_PARAMS_v2`); [`Error::SyncModeUnavailable`] where this target's
-    /// headers or the installed driver take none.
+    /// with `CUDA_HOST_NODE_PARAMS_v2`); [`Error::SyncModeUnavailable`] where the installed
+    /// driver takes none.
     pub fn set_host_node_with_sync_mode<F>(
         &mut self,
         node: NodeId,
@@ -429,9 +434,9 @@ mod tests {
         send::<UpdatableExec>();
         send::<NodeId>();
         sync::<NodeId>();
-        send::<super::super::Completion>();
-        sync::<super::super::Completion>();
-        send::<super::super::BorrowedGraph>();
+        send::<crate::Completion>();
+        sync::<crate::Completion>();
+        send::<crate::BorrowedGraph>();
     }
 
     #[test]
@@ -457,7 +462,10 @@ mod tests {
         let (call_b2, data_b2, held) = counted(&store, 2, &calls, &drops);
         assert!(store.install(2, held, 1).is_none());
         let (call_a3, data_a3, held) = counted(&store, 3, &calls, &drops);
-        assert!(store.install(1, held, 2).is_none(), "A1 was launched: retired");
+        assert!(
+            store.install(1, held, 2).is_none(),
+            "A1 was launched: retired"
+        );
         assert_eq!(store.held(), 3);
         // The launch made at generation 2 runs A1 and B2: neither proves A1's launches are done.
         unsafe { call_a1(data_a1) };
@@ -471,7 +479,11 @@ mod tests {
         assert_eq!(store.held(), 2);
         assert_eq!(store.most(), 3);
         drop(store);
-        assert_eq!(drops.load(Ordering::SeqCst), 3, "the rest go with the store");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            3,
+            "the rest go with the store"
+        );
     }
 
     #[test]

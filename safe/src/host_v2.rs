@@ -1,18 +1,25 @@
-//! Host functions and host nodes with a sync mode, for a target whose headers declare them
-//! (capability `host_func_v2`): `cuLaunchHostFunc_v2`, and `CUDA_HOST_NODE_PARAMS_v2` (with its
-//! `syncMode`) inside a `CUgraphNodeParams` for `cuGraphAddNode` and `cuGraphExecNodeSetParams`.
-//!
-//! A target without them compiles `host_v1.rs` under this module's name instead.
+//! Host functions and host nodes with a sync mode: `cuLaunchHostFunc_v2`, and
+//! `CUDA_HOST_NODE_PARAMS_v2` (with its `syncMode`) inside a `CUgraphNodeParams` for
+//! `cuGraphAddNode` and `cuGraphExecNodeSetParams`, for bindings whose headers declare them
+//! (capability `host_func_v2`; else `host_v1.rs` is compiled under this name). Reached only once
+//! `sync_mode::check` has found a driver that takes sync modes.
 
-use std::ffi::c_void;
 use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
+use std::ffi::c_void;
 use std::ptr::{self, addr_of_mut};
 
-use super::sys;
 use crate::callback::HostFn;
 
-/// This target's bindings can pass a sync mode.
-pub(super) const SUPPORTED: bool = true;
+/// These bindings can pass a sync mode.
+pub(crate) const SUPPORTED: bool = true;
+
+// The safe enum mirrors the bindings' values.
+const _: () = {
+    use sys::CUhostTaskSyncMode as M;
+    assert!(crate::HostSyncMode::Blocking.raw() == M::CU_HOST_TASK_BLOCKING.0);
+    assert!(crate::HostSyncMode::SpinWait.raw() == M::CU_HOST_TASK_SPINWAIT.0);
+};
+use crate::sys;
 
 /// `cuLaunchHostFunc_v2(stream, call, data, mode)`.
 ///
@@ -31,7 +38,7 @@ pub(super) unsafe fn launch(
 /// The parameters of a host node with a sync mode: a zeroed `CUgraphNodeParams` (CUDA wants
 /// every unused byte zero, padding included) in which only the node type and the host
 /// parameters' `fn`, `userData` and `syncMode` are written, each in place. Whatever else the
-/// target's `CUDA_HOST_NODE_PARAMS_v2` holds (from CTK 13.4 a context union: zero means none)
+/// bindings' `CUDA_HOST_NODE_PARAMS_v2` holds (from CTK 13.4 a context union: zero means none)
 /// stays zero. The box keeps the bytes where they were written: the value is never moved, so
 /// no copy can leave its padding undefined.
 pub(super) fn params(call: HostFn, data: *mut c_void, mode: u32) -> Box<sys::CUgraphNodeParams> {
@@ -140,7 +147,7 @@ mod tests {
         println!(
             "layout: {}: CUgraphNodeParams {} B, type at 0, host at {}; CUDA_HOST_NODE_PARAMS_v2 {} B: \
              fn at {}, userData at {}, syncMode at {} (4 B), bytes {}..{} zero",
-            super::super::CTK,
+            crate::CTK,
             size_of::<P>(),
             offset_of!(P, anon),
             size_of::<H>(),

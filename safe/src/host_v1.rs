@@ -1,14 +1,14 @@
-//! For a target whose headers declare no host sync modes (no capability `host_func_v2`): the
-//! same functions as `host_v2.rs`, which the safe layer never reaches, because it refuses a sync
-//! mode on this target first ([`SUPPORTED`] is false). Host nodes here are added and updated
-//! with the v1 `CUDA_HOST_NODE_PARAMS` only.
+//! For bindings whose headers declare no host sync modes (the newest target listed predates CTK
+//! 13.2: no capability `host_func_v2`), compiled under `host_v2`'s name: the same functions,
+//! which the safe layer never reaches, because it refuses a sync mode first ([`SUPPORTED`] is
+//! false). Host nodes are then added and updated with the v1 `CUDA_HOST_NODE_PARAMS` only.
 
 use std::ffi::c_void;
 
-use super::sys;
+use crate::sys;
 use crate::callback::HostFn;
 
-/// This target's bindings cannot pass a sync mode.
+/// These bindings cannot pass a sync mode.
 pub(super) const SUPPORTED: bool = false;
 
 /// What the refused calls would return, were they reached.
@@ -18,7 +18,7 @@ fn missing() -> cuda_hostcb::Error {
         function: "cuLaunchHostFunc_v2",
         needs: crate::SYNC_MODE_DRIVER_VERSION,
         found: None,
-        library: "the bindings of a target whose headers declare no host sync modes",
+        library: "bindings whose headers declare no host sync modes",
     }
 }
 
@@ -56,7 +56,7 @@ pub(super) unsafe fn exec_set(
 
 #[cfg(test)]
 mod tests {
-    //! The host-node struct this target fills (for `cuGraphAddHostNode` and
+    //! The host-node struct these bindings fill (for `cuGraphAddHostNode` and
     //! `cuGraphExecHostNodeSetParams`): `CUDA_HOST_NODE_PARAMS { CUhostFn fn; void *userData; }`.
 
     use super::*;
@@ -71,7 +71,7 @@ mod tests {
         const { assert!(!SUPPORTED) };
         println!(
             "layout: {}: no sync mode; CUDA_HOST_NODE_PARAMS {} B: fn at {}, userData at {} (no unused bytes)",
-            super::super::CTK,
+            crate::CTK,
             size_of::<H>(),
             offset_of!(H, fn_),
             offset_of!(H, userData)
