@@ -7,8 +7,8 @@
 //! writes a C program that includes the same pinned headers (as the reader does: `cuda.h` with
 //! `cudaTypedefs.h`; `cuda_runtime_api.h` with `CUDA_API_PER_THREAD_DEFAULT_STREAM`), compiles it
 //! with gcc, runs it, and reads back, for each type, `sizeof` and `_Alignof`, and for each field
-//! its `offsetof` and `sizeof`. [`target_file`] turns those numbers into the sealed, per-target
-//! `layout.rs`: a `#[cfg(test)]` module holding each C number beside the Rust expression
+//! its `offsetof` and `sizeof`. [`target_file`] turns those numbers into the values of the sealed,
+//! per-target `layout.rs` (`templates/layout.rs`): a `#[cfg(test)]` module holding each C number beside the Rust expression
 //! (`size_of`, `align_of`, `offset_of!`) that must equal it, and one `#[test]` per API that
 //! prints the counts and every mismatch. Users pay nothing; `cargo test -p cuda-hostcb
 //! --all-features` runs it.
@@ -40,11 +40,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use proc_macro2::{Span, TokenStream};
-use quote::quote;
-
 use crate::Ctk;
 use crate::model::{Api, ApiModel, Model};
+use crate::writer::{self, Value, Values, text};
 
 /// The name of the generated file in each target's folder.
 pub const FILE: &str = "layout.rs";
@@ -127,14 +125,15 @@ pub struct Counts {
     pub skipped: usize,
 }
 
-/// The oracle of one target: the generated file, and what it covers.
+/// The oracle of one target: the values of its `layout.rs` (`templates/layout.rs`, which
+/// [`writer::write_layout`] fills), and what it covers.
 #[derive(Clone, Debug)]
 pub struct Oracle {
-    /// The `layout.rs` of the target, not yet formatted or sealed.
-    pub file: syn::File,
-    /// The `mod layout;` item for the target's `mod.rs`, under the `#[cfg]` of the machine gcc
-    /// computed for.
-    pub module_item: syn::Item,
+    /// The values of the placeholders of `templates/layout.rs`.
+    pub values: Values,
+    /// The `#[cfg]` predicate of the machines whose C layout gcc computed, under which the
+    /// target's `mod.rs` declares `mod layout;`.
+    pub machine: String,
     /// The driver's counts.
     pub driver: Counts,
     /// The runtime's counts.
@@ -552,7 +551,7 @@ fn measure(
 
 /// The `#[cfg]` predicate of the Rust targets whose C layout is the one `gcc -dumpmachine`
 /// names (`x86_64-linux-gnu` → `all(target_arch = "x86_64", target_os = "linux")`).
-fn machine_cfg(machine: &str) -> Result<TokenStream, LayoutError> {
+fn machine_cfg(machine: &str) -> Result<String, LayoutError> {
     let unknown = || LayoutError::Machine(machine.to_owned());
     let mut parts = machine.split('-');
     let arch = match parts.next().ok_or_else(unknown)? {
@@ -565,7 +564,9 @@ fn machine_cfg(machine: &str) -> Result<TokenStream, LayoutError> {
     if !machine.contains("-linux") {
         return Err(unknown());
     }
-    Ok(quote!(all(target_arch = #arch, target_os = "linux")))
+    Ok(format!(
+        r#"all(target_arch = "{arch}", target_os = "linux")"#
+    ))
 }
 
 fn gcc_machine(ctk: Ctk) -> Result<String, LayoutError> {
@@ -576,21 +577,19 @@ fn gcc_machine(ctk: Ctk) -> Result<String, LayoutError> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// Computes gcc's numbers for every type of `model` against the headers in `include_dirs` and
-/// writes the target's `layout.rs`.
+/// Computes gcc's numbers for every type of `model` against the headers in `include_dirs`: the
+/// values of the target's `layout.rs`.
 pub fn target_file(model: &Model, include_dirs: &[PathBuf]) -> Result<Oracle, LayoutError> {
     let ctk = model.ctk;
-    let cfg = machine_cfg(&gcc_machine(ctk)?)?;
+    let machine = machine_cfg(&gcc_machine(ctk)?)?;
     let scratch = tempfile::tempdir().map_err(|source| LayoutError::Scratch {
         ctk,
         path: std::env::temp_dir(),
         source,
     })?;
-    let mut items: Vec<TokenStream> = Vec::new();
-    let mut tests: Vec<TokenStream> = Vec::new();
+    let mut apis = Vec::new();
     let mut skipped_doc: Vec<String> = Vec::new();
     let mut counts = [Counts::default(); 2];
-    let version = ctk.to_string();
     for (slot, api) in [Api::Driver, Api::Runtime].into_iter().enumerate() {
         let defs = definitions(model.api(api));
         let (plan, numbers) = measure(ctk, api, include_dirs, scratch.path(), &defs)?;
@@ -598,22 +597,18 @@ pub fn target_file(model: &Model, include_dirs: &[PathBuf]) -> Result<Oracle, La
             Api::Driver => ("driver", "DRIVER", "driver_layout_matches_gcc"),
             Api::Runtime => ("runtime", "RUNTIME", "runtime_layout_matches_gcc"),
         };
-        let module = ident(module);
         let mut values = numbers.into_iter();
         let mut rows = Vec::new();
         let mut next = || values.next().expect("measure checked the count");
         for e in &plan.entries {
-            let ty = ident(&e.rust);
-            let (size, align) = (lit(next()), lit(next()));
-            rows.push(quote!(size!(#module::#ty, #size)));
-            rows.push(quote!(align!(#module::#ty, #align)));
+            let ty = format!("{module}::{}", e.rust);
+            rows.push(format!("size!({ty}, {})", next()));
+            rows.push(format!("align!({ty}, {})", next()));
             for f in &e.fields {
-                let path: Vec<syn::Ident> = f.rust.iter().map(|p| ident(p)).collect();
-                let offset = lit(next());
-                rows.push(quote!(offset!(#module::#ty, #(#path).*, #offset)));
+                let path = f.rust.join(".");
+                rows.push(format!("offset!({ty}, {path}, {})", next()));
                 if f.sized {
-                    let size = lit(next());
-                    rows.push(quote!(field_size!(#module::#ty, #(#path).*, #size)));
+                    rows.push(format!("field_size!({ty}, {path}, {})", next()));
                 }
             }
         }
@@ -638,82 +633,39 @@ pub fn target_file(model: &Model, include_dirs: &[PathBuf]) -> Result<Oracle, La
         for s in skipped {
             skipped_doc.push(format!(" - {}: {s}", api.as_str()));
         }
-        let rows_ident = ident(rows_name);
-        let test = ident(test_name);
-        let api_name = api.as_str();
-        let (structs, unions, enums, fields, skipped) = (
-            lit(c.structs),
-            lit(c.unions),
-            lit(c.enums),
-            lit(c.fields),
-            lit(c.skipped),
-        );
-        let uses = (!plan.entries.is_empty()).then(|| quote!(use super::#module;));
-        items.push(quote! {
-            #uses
-            /// gcc's number and rustc's for every size, alignment, field offset and field size.
-            const #rows_ident: &[Row] = &[#(#rows),*];
-        });
-        tests.push(quote! {
-            #[test]
-            fn #test() {
-                let counts = Counts {
-                    structs: #structs,
-                    unions: #unions,
-                    enums: #enums,
-                    fields: #fields,
-                    skipped: #skipped,
-                };
-                report(#version, #api_name, #rows_ident, counts);
-            }
-        });
+        let any = (!rows.is_empty()).then(Values::new);
+        apis.push(vec![
+            text("__API__", module),
+            text("__ROWS__", rows_name),
+            text("__TEST__", test_name),
+            text("__ROW_LIST__", rows.join(", ")),
+            text("__STRUCTS__", c.structs),
+            text("__UNIONS__", c.unions),
+            text("__ENUMS__", c.enums),
+            text("__FIELDS__", c.fields),
+            text("__SKIPPED_COUNT__", c.skipped),
+            ("__IF_ROWS__", Value::Each(any.into_iter().collect())),
+        ]);
     }
-    let mut doc = vec![
-        format!(
-            " The layout oracle of CTK {version}: for every struct, union and enum of `driver` and"
-        ),
-        " `runtime`, the size, alignment, field offsets and field sizes gcc computes from the same"
-            .to_owned(),
-        " pinned headers (written by `cargo xtask regen`, see `generator/src/layout.rs`), each beside"
-            .to_owned(),
-        " the Rust expression that must equal it; `crate::layout_check` compares them when".to_owned(),
-        " `cargo test -p cuda-hostcb --all-features` runs (the crate's users never compile this).".to_owned(),
-    ];
+    let mut skipped = Vec::new();
     if !skipped_doc.is_empty() {
-        doc.push(String::new());
-        doc.push(" Not checked, and why:".to_owned());
-        doc.push(String::new());
-        doc.extend(skipped_doc);
+        skipped.extend([
+            String::new(),
+            " Not checked, and why:".to_owned(),
+            String::new(),
+        ]);
+        skipped.extend(skipped_doc);
     }
-    let file: syn::File = syn::parse_quote! {
-        #(#![doc = #doc])*
-
-        use crate::layout_check::{Counts, Row, align, field_size, offset, report, size};
-
-        #(#items)*
-
-        #(#tests)*
-    };
-    let module_item = syn::parse_quote! {
-        /// gcc's layout of every type against rustc's (a test module; see the file).
-        #[cfg(all(test, #cfg))]
-        #[rustfmt::skip]
-        mod layout;
-    };
     Ok(Oracle {
-        file,
-        module_item,
+        values: vec![
+            text("__CTK__", ctk),
+            ("__SKIPPED__", writer::doc_lines(skipped)),
+            ("__EACH_API__", Value::Each(apis)),
+        ],
+        machine,
         driver: counts[0],
         runtime: counts[1],
     })
-}
-
-fn ident(name: &str) -> syn::Ident {
-    syn::Ident::new(name, Span::call_site())
-}
-
-fn lit(n: usize) -> syn::LitInt {
-    syn::LitInt::new(&n.to_string(), Span::call_site())
 }
 
 #[cfg(test)]
@@ -746,7 +698,12 @@ mod tests {
         std::fs::write(dir.path().join("cudaTypedefs.h"), "").unwrap();
         std::fs::write(dir.path().join("cuda_runtime_api.h"), "").unwrap();
         let oracle = target_file(&model(items), &[dir.path().to_path_buf()])?;
-        let text = quote::ToTokens::to_token_stream(&oracle.file).to_string();
+        let templates = crate::writer::Templates::load(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates"),
+        )
+        .unwrap();
+        let file = crate::writer::write_layout(&oracle.values, &templates.parse()).unwrap();
+        let text = quote::ToTokens::to_token_stream(&file).to_string();
         // The rows: `offset ! (driver :: T , a . b , 4)`.
         let row =
             regex::Regex::new(r"(\w+) ! \(driver :: (\w+) , (?:([\w .]*?) , )?(\d+)\)").unwrap();
@@ -857,8 +814,8 @@ mod tests {
     #[test]
     fn machines_map_to_cfg() {
         assert_eq!(
-            machine_cfg("x86_64-linux-gnu").unwrap().to_string(),
-            quote!(all(target_arch = "x86_64", target_os = "linux")).to_string()
+            machine_cfg("x86_64-linux-gnu").unwrap(),
+            r#"all(target_arch = "x86_64", target_os = "linux")"#
         );
         assert!(machine_cfg("x86_64-w64-mingw32").is_err());
     }

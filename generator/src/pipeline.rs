@@ -3,7 +3,7 @@
 //! and check compares). Nothing is written here; [`crate::emit::ensure_tree`] writes or checks
 //! the output.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::Ctk;
@@ -14,7 +14,7 @@ use crate::inputs::{InputError, Inputs};
 use crate::layout::{self, LayoutError};
 use crate::model::{ApiModel, Model, Summary};
 use crate::reader::{self, HeaderSet, ReadError};
-use crate::writer::{self, ParsedTemplates};
+use crate::writer::{self, ParsedTemplates, TemplateError};
 
 pub mod summaries;
 
@@ -36,6 +36,14 @@ pub enum GenerateError {
         path: PathBuf,
         /// Every unfilled placeholder, joined with `, `.
         names: String,
+    },
+    /// A module template could not be filled (a misspelt placeholder).
+    #[error("{path}: {source} (nothing was written)")]
+    Fill {
+        /// The file, relative to the generated crate.
+        path: PathBuf,
+        /// Why.
+        source: TemplateError,
     },
     /// A host-function wrapper does more than forward its arguments (a template or writer bug).
     #[error(
@@ -115,19 +123,22 @@ pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, Gene
     let driver = rust_file(
         ctk,
         "driver.rs",
-        &write_audited(&model, &model.driver, templates)?,
+        Ok(write_audited(&model, &model.driver, templates)?),
     )?;
     let runtime = rust_file(
         ctk,
         "runtime.rs",
-        &write_audited(&model, &model.runtime, templates)?,
+        Ok(write_audited(&model, &model.runtime, templates)?),
     )?;
     // The layout oracle: gcc's numbers for the model's types, and its test module in mod.rs.
     let oracle = layout::target_file(&model, &inputs.headers.include_dirs)?;
-    let mut target_mod = writer::write_target_mod(&model);
-    target_mod.items.push(oracle.module_item);
-    let module = rust_file(ctk, "mod.rs", &target_mod)?;
-    let layout = rust_file(ctk, layout::FILE, &oracle.file)?;
+    let target_mod = writer::write_target_mod(&model, &oracle.machine, templates);
+    let module = rust_file(ctk, "mod.rs", target_mod)?;
+    let layout = rust_file(
+        ctk,
+        layout::FILE,
+        writer::write_layout(&oracle.values, templates),
+    )?;
     // The summary's digest, sealed with the target's files: what vouches for a cached summary.
     let summary = Summary::of(&model).to_text();
     let provenance = emit::provenance_file(
@@ -144,10 +155,15 @@ pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, Gene
     })
 }
 
-/// One target's Rust file, refused while it holds an unfilled placeholder.
-fn rust_file(ctk: Ctk, name: &str, file: &syn::File) -> Result<GeneratedFile, GenerateError> {
-    unfilled(&emit::target_dir(ctk).join(name), file)?;
-    Ok(emit::rust_file(ctk, name, file)?)
+/// One target's Rust file, refused where its template could not be filled or it holds an
+/// unfilled placeholder.
+fn rust_file(
+    ctk: Ctk,
+    name: &str,
+    file: Result<syn::File, TemplateError>,
+) -> Result<GeneratedFile, GenerateError> {
+    let file = filled(&emit::target_dir(ctk).join(name), file)?;
+    Ok(emit::rust_file(ctk, name, &file)?)
 }
 
 /// What one generated target contributes to the crate, as plain data that crosses the worker
@@ -348,14 +364,10 @@ pub fn generate_crate_with(
                 .find(|s| s.ctk == *ctk)
         })
         .collect();
-    let mut module_list = writer::write_bindings_mod(&summaries);
-    if let Some(newest) = config.targets.last() {
-        module_list.items.push(writer::newest_target_macro(*newest));
-        module_list
-            .items
-            .push(writer::newest_of_major_macro(&config.targets));
-    }
-    unfilled(std::path::Path::new(emit::BINDINGS_MOD), &module_list)?;
+    let module_list = filled(
+        Path::new(emit::BINDINGS_MOD),
+        writer::write_bindings_mod(&summaries, &config.templates.parse()),
+    )?;
     let mut files: Vec<GeneratedFile> = generated.iter().flat_map(|g| g.files.clone()).collect();
     files.push(emit::bindings_mod(&module_list)?);
     files.push(emit::manifest(&config.out, &config.targets)?);
@@ -397,15 +409,21 @@ fn run(
     })
 }
 
-/// Fails on any identifier or literal of `file` still spelled like a template placeholder
+/// The file written to `path`, refused where its template could not be filled, or where an
+/// identifier or literal of it is still spelled like a template placeholder
 /// ([`writer::unfilled_placeholders`]).
-fn unfilled(path: &std::path::Path, file: &syn::File) -> Result<(), GenerateError> {
-    let found = writer::unfilled_placeholders(file);
+fn filled(path: &Path, file: Result<syn::File, TemplateError>) -> Result<syn::File, GenerateError> {
+    let path = path.to_path_buf();
+    let file = file.map_err(|source| GenerateError::Fill {
+        path: path.clone(),
+        source,
+    })?;
+    let found = writer::unfilled_placeholders(&file);
     if found.is_empty() {
-        return Ok(());
+        return Ok(file);
     }
     Err(GenerateError::Placeholder {
-        path: path.to_path_buf(),
+        path,
         names: found.join(", "),
     })
 }

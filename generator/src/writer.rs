@@ -1,16 +1,19 @@
 //! The writer: turns the model of one API of one target into a Rust file, by filling the
 //! wrapper templates in `templates/` (Rust files that syn parses; placeholders are identifiers
-//! and literals spelled `__LIKE_THIS__`, filled by a [`VisitMut`]).
+//! and literals spelled `__LIKE_THIS__`, filled by a [`VisitMut`]), and writes the module files
+//! (a target's `mod.rs` and `layout.rs`, `src/bindings/mod.rs`) from their templates, filled at
+//! the token level (see [`Value`]).
 
 use std::path::{Path, PathBuf};
 
-use proc_macro2::Span;
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::punctuated::Punctuated;
 use syn::visit_mut::{self, VisitMut};
 
 use std::collections::BTreeSet;
 
+use crate::Ctk;
 use crate::doc::{self, Links};
 use crate::model::{Api, ApiModel, Function, Model, Summary};
 
@@ -32,6 +35,9 @@ pub struct ParsedTemplates {
     runtime_function: FunctionTemplate,
     file: syn::File,
     host_function_lifetime: Vec<String>,
+    target_mod: ModuleTemplate,
+    bindings_mod: ModuleTemplate,
+    layout: ModuleTemplate,
 }
 
 /// The template of one function: its entry point (a static, which goes into the file's `entry`
@@ -72,11 +78,14 @@ pub enum TemplateError {
 }
 
 /// The template files a generation reads from `templates/`.
-const TEMPLATE_FILES: [&str; 4] = [
+const TEMPLATE_FILES: [&str; 7] = [
     "driver_function.rs",
     "runtime_function.rs",
     "file.rs",
     "host_function_lifetime.md",
+    "target_mod.rs",
+    "bindings_mod.rs",
+    "layout.rs",
 ];
 
 impl Templates {
@@ -141,11 +150,18 @@ impl Templates {
             });
         }
         let (_, lifetime) = read("host_function_lifetime.md");
+        let module = |name: &str| -> Result<ModuleTemplate, TemplateError> {
+            let (path, file) = parse(name)?;
+            Ok(ModuleTemplate { path, file })
+        };
         Ok(ParsedTemplates {
             driver_function: function("driver_function.rs")?,
             runtime_function: function("runtime_function.rs")?,
             file,
             host_function_lifetime: lifetime.lines().map(str::to_owned).collect(),
+            target_mod: module("target_mod.rs")?,
+            bindings_mod: module("bindings_mod.rs")?,
+            layout: module("layout.rs")?,
         })
     }
 }
@@ -639,71 +655,153 @@ impl VisitMut for Filler {
     }
 }
 
-/// `newest_target!`: `for_each_target!` for the newest listed target alone, so that hand-written
-/// code that needs one target (the examples, the GPU probe) names none.
-pub fn newest_target_macro(newest: crate::Ctk) -> syn::Item {
-    let part = quote::format_ident!("__hostcb_target_{}", newest.module());
-    let doc = format!(
-        " Calls `$callback!` as [`for_each_target!`](crate::for_each_target) does, for the newest \
-         target of `generator/targets.txt` alone (now {newest}, cargo feature `{}`, which the \
-         feature `newest-target` enables), and only when its feature is enabled: for code that \
-         needs one target and should not name it.",
-        newest.feature()
-    );
-    syn::parse_quote! {
-        #[doc = #doc]
-        #[macro_export]
-        macro_rules! newest_target {
-            ($callback:ident) => {
-                $crate::#part!($callback);
-            };
-        }
+/// Whether `text` is spelled like a template placeholder, `__LIKE_THIS__`.
+fn placeholder(text: &str) -> bool {
+    text.len() > 4
+        && text.starts_with("__")
+        && text.ends_with("__")
+        && text[2..text.len() - 2]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// A module template (`target_mod.rs`, `bindings_mod.rs`, `layout.rs`): a Rust file whose
+/// placeholders [`ModuleTemplate::fill`] fills at the token level, so that they may stand in macro
+/// bodies and attributes too.
+#[derive(Clone, Debug)]
+struct ModuleTemplate {
+    path: PathBuf,
+    file: syn::File,
+}
+
+/// The value of a placeholder `__X__` of a module template, and where it goes.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// Text: in place of the word `__X__` in a string literal or doc comment and, as the Rust
+    /// tokens it spells, of the identifier `__X__`.
+    Text(String),
+    /// Rows: `__X__! { .. }` becomes what its braces hold, once per row, filled with the row's
+    /// values (then with the enclosing ones).
+    Each(Vec<Values>),
+}
+
+/// The values of a module template's placeholders, by name.
+pub type Values = Vec<(&'static str, Value)>;
+
+/// The placeholder `name`'s value `text` ([`Value::Text`]).
+pub fn text(name: &'static str, text: impl ToString) -> (&'static str, Value) {
+    (name, Value::Text(text.to_string()))
+}
+
+/// The rows of doc lines, each line the value of `__LINE__`: for `__X__! { #![doc = "__LINE__"] }`.
+pub fn doc_lines(lines: Vec<String>) -> Value {
+    Value::Each(
+        lines
+            .into_iter()
+            .map(|l| vec![text("__LINE__", l)])
+            .collect(),
+    )
+}
+
+impl ModuleTemplate {
+    /// The template filled with `values` (see [`Value`]); every placeholder it names must have one.
+    fn fill(&self, values: &Values) -> Result<syn::File, TemplateError> {
+        let mut unfilled = BTreeSet::new();
+        let tokens = fill_tokens(self.file.to_token_stream(), &[values], &mut unfilled);
+        let problem = match syn::parse2(tokens) {
+            _ if !unfilled.is_empty() => format!(
+                "names the placeholder(s) {}, which the writer has no value for: fix their spelling (its header lists those it fills)",
+                unfilled.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+            Ok(file) => return Ok(file),
+            Err(e) => format!("does not parse as Rust once filled: {e}"),
+        };
+        Err(TemplateError::Shape {
+            path: self.path.clone(),
+            problem,
+        })
     }
 }
 
-/// `newest_target_of_major!(12, callback)`: `for_each_target!` for the newest listed target of
-/// that CUDA major version (12 or 13), or the newest listed target where none has it, so that
-/// hand-written code that needs one target per runtime library (`libcudart.so.12`, `.13`) names
-/// none and builds with any target list.
-pub fn newest_of_major_macro(targets: &[crate::Ctk]) -> syn::Item {
-    let newest = *targets.last().expect("a target");
-    let arms = [12u32, 13].map(|major| {
-        let ctk = targets
+/// Fills the placeholders of `tokens` with their values in `scopes` (the innermost last), and
+/// adds each that has none (or one of the wrong kind) to `unfilled`.
+fn fill_tokens(
+    tokens: TokenStream,
+    scopes: &[&Values],
+    unfilled: &mut BTreeSet<String>,
+) -> TokenStream {
+    let value = |name: &str| {
+        scopes
             .iter()
             .rev()
-            .find(|c| c.major() == major)
-            .copied()
-            .unwrap_or(newest);
-        let part = quote::format_ident!("__hostcb_target_{}", ctk.module());
-        let major = proc_macro2::Literal::u32_unsuffixed(major);
-        quote::quote! { (#major, $callback:ident) => { $crate::#part!($callback); }; }
-    });
-    let doc = " Calls `$callback!` as [`for_each_target!`](crate::for_each_target) does, for the \
-               newest target of `generator/targets.txt` whose CUDA major version is the first \
-               argument (12 or 13), or the newest target where none is; only when its feature is \
-               enabled.";
-    syn::parse_quote! {
-        #[doc = #doc]
-        #[macro_export]
-        macro_rules! newest_target_of_major {
-            #(#arms)*
+            .find_map(|s| s.iter().find(|(n, _)| *n == name).map(|(_, v)| v))
+    };
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut out = TokenStream::new();
+    let mut i = 0;
+    while i < trees.len() {
+        let tree = &trees[i];
+        i += 1;
+        match tree {
+            TokenTree::Ident(id) if placeholder(&id.to_string()) => {
+                let name = id.to_string();
+                match (value(&name), trees.get(i), trees.get(i + 1)) {
+                    (
+                        Some(Value::Each(rows)),
+                        Some(TokenTree::Punct(bang)),
+                        Some(TokenTree::Group(body)),
+                    ) if bang.as_char() == '!' && body.delimiter() == Delimiter::Brace => {
+                        for row in rows {
+                            let inner: Vec<&Values> = scopes.iter().copied().chain([row]).collect();
+                            out.extend(fill_tokens(body.stream(), &inner, unfilled));
+                        }
+                        i += 2;
+                    }
+                    (Some(Value::Text(text)), ..) => match text.parse::<TokenStream>() {
+                        Ok(tokens) => out.extend(tokens),
+                        Err(_) => drop(unfilled.insert(format!("{name} (no Rust tokens)"))),
+                    },
+                    _ => {
+                        unfilled.insert(name);
+                        out.extend([tree.clone()]);
+                    }
+                }
+            }
+            TokenTree::Group(g) => {
+                let mut group =
+                    Group::new(g.delimiter(), fill_tokens(g.stream(), scopes, unfilled));
+                group.set_span(g.span());
+                out.extend([TokenTree::Group(group)]);
+            }
+            TokenTree::Literal(lit) => match syn::Lit::new(lit.clone()) {
+                // The words of a string literal spelled like placeholders.
+                syn::Lit::Str(s) if PLACEHOLDER.is_match(&s.value()) => {
+                    let text = s.value();
+                    let filled = PLACEHOLDER.replace_all(&text, |w: &regex::Captures| {
+                        if let Some(Value::Text(text)) = value(&w[0]) {
+                            return text.clone();
+                        }
+                        unfilled.insert(w[0].to_owned());
+                        w[0].to_owned()
+                    });
+                    out.extend([TokenTree::Literal(proc_macro2::Literal::string(&filled))]);
+                }
+                _ => out.extend([tree.clone()]),
+            },
+            _ => out.extend([tree.clone()]),
         }
     }
+    out
 }
+
+/// A word of a string literal spelled like a placeholder.
+static PLACEHOLDER: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"\b__\w+__\b").expect("a valid regex"));
 
 /// Fails on any identifier or literal of `file` (macro bodies and doc attributes included) that
 /// is still spelled like a template placeholder, `__LIKE_THIS__`: a misspelt placeholder (`__bsae__`)
 /// that the writer did not fill, which would otherwise compile into the output. Sorted, each once.
 pub fn unfilled_placeholders(file: &syn::File) -> Vec<String> {
-    use proc_macro2::{TokenStream, TokenTree};
-    fn placeholder(text: &str) -> bool {
-        text.len() > 4
-            && text.starts_with("__")
-            && text.ends_with("__")
-            && text[2..text.len() - 2]
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    }
     fn walk(tokens: TokenStream, found: &mut Vec<String>) {
         for token in tokens {
             match token {
@@ -754,117 +852,78 @@ pub fn capabilities(model: &Model) -> Vec<&'static str> {
     caps
 }
 
-/// The name of the macro that is one target's part of `for_each_target!`.
-fn target_macro(module: &str) -> syn::Ident {
-    ident(&format!("__hostcb_target_{module}"))
+/// The values of one target's placeholders in the module templates: `__CTK__`, `__MODULE__`,
+/// `__FEATURE__`, `__PART__` (its part of `for_each_target!`).
+fn target_values(ctk: Ctk) -> Values {
+    vec![
+        text("__CTK__", ctk),
+        text("__MODULE__", ctk.module()),
+        text("__FEATURE__", ctk.feature()),
+        text("__PART__", format!("__hostcb_target_{}", ctk.module())),
+    ]
 }
 
-/// A target's own `mod.rs`: its two API modules, and its part of `for_each_target!`, which
-/// hands `<module>, "<MAJOR.MINOR>", <runtime major>, [<capabilities>]` to a callback macro.
-pub fn write_target_mod(model: &Model) -> syn::File {
-    let module_name = model.ctk.module();
-    let module = ident(&module_name);
-    let version = model.ctk.to_string();
-    let major = syn::LitInt::new(&model.ctk.major().to_string(), Span::call_site());
-    let caps = capabilities(model).into_iter().map(ident);
-    let name = target_macro(&module_name);
-    let doc = format!(
-        " The bindings generated from the CTK {version} headers: `driver` (`libcuda.so.1`) and `runtime` (`{}`).",
-        model.ctk.runtime_soname()
-    );
-    let macro_doc = format!(
-        " This target's part of [`for_each_target!`](crate::for_each_target): `$callback! {{ {module_name}, \"{version}\", {}, [..] }}`.",
-        model.ctk.major()
-    );
-    syn::parse_quote! {
-        #![doc = #doc]
-
-        #[rustfmt::skip]
-        pub mod driver;
-        #[rustfmt::skip]
-        pub mod runtime;
-
-        #[doc = #macro_doc]
-        #[doc(hidden)]
-        #[macro_export]
-        macro_rules! #name {
-            ($callback:ident) => {
-                $callback! { #module, #version, #major, [#(#caps)*] }
-            };
-        }
-    }
+/// A target's own `mod.rs` (`templates/target_mod.rs`): its two API modules, its part of
+/// `for_each_target!`, which hands `<module>, "<MAJOR.MINOR>", <runtime major>, [<capabilities>]`
+/// to a callback macro, and its layout test module, under `machine`, the `#[cfg]` predicate of
+/// the machines whose C layout the oracle computed.
+pub fn write_target_mod(
+    model: &Model,
+    machine: &str,
+    templates: &ParsedTemplates,
+) -> Result<syn::File, TemplateError> {
+    let mut values = target_values(model.ctk);
+    values.extend([
+        text("__MAJOR__", model.ctk.major()),
+        text("__SONAME__", model.ctk.runtime_soname()),
+        text("__CAPABILITIES__", capabilities(model).join(" ")),
+        text("__MACHINE__", machine),
+    ]);
+    templates.target_mod.fill(&values)
 }
 
-/// `src/bindings/mod.rs`: one module per target behind its feature, an empty stand-in for the
-/// part of `for_each_target!` of each target whose feature is off, `for_each_target!`, and the
-/// documentation-only module `compatibility` with the [`compatibility_table`] of the targets.
-/// `models` holds one model per target of `generator/targets.txt`, oldest first.
-pub fn write_bindings_mod(models: &[&Summary]) -> syn::File {
-    let targets: Vec<crate::Ctk> = models.iter().map(|m| m.ctk).collect();
-    let targets = targets.as_slice();
-    let mut file: syn::File = syn::parse_quote! {
-        //! The generated bindings: one module per CUDA toolkit target of `generator/targets.txt`,
-        //! each behind its cargo feature, [`for_each_target!`](crate::for_each_target), and the
-        //! [`compatibility`] table of every function and target.
-    };
-    let mut parts = Vec::new();
-    for ctk in targets {
-        let module_name = ctk.module();
-        let module = ident(&module_name);
-        let feature = ctk.feature();
-        let name = target_macro(&module_name);
-        let doc = format!(
-            " The bindings generated from the CTK {ctk} headers (cargo feature `{feature}`)."
-        );
-        file.items.push(syn::parse_quote! {
-            #[doc = #doc]
-            #[cfg(feature = #feature)]
-            pub mod #module;
-        });
-        file.items.push(syn::parse_quote! {
-            #[doc(hidden)]
-            #[cfg(not(feature = #feature))]
-            #[macro_export]
-            macro_rules! #name {
-                ($callback:ident) => {};
-            }
-        });
-        parts.push(name);
-    }
-    let list = crate::target::spelled(targets);
-    let doc = [
-        " Calls `$callback! { <module>, \"<MAJOR.MINOR>\", <runtime major>, [<capabilities>] }` once"
-            .to_owned(),
-        " for each target whose cargo feature is enabled, oldest first, e.g.".to_owned(),
-        " `$callback! { ctk_13_0, \"13.0\", 13, [] }`. The targets are those of".to_owned(),
-        format!(" `generator/targets.txt` ({list}); the capabilities name what a target offers"),
-        " beyond the common API: `host_func_v2` where the headers declare `cuLaunchHostFunc_v2`"
-            .to_owned(),
-        " and `cudaLaunchHostFunc_v2` (CTK 13.2 and later; their ABI version is 13010);".to_owned(),
-        " `capture_info_v3` where they declare `cuStreamGetCaptureInfo_v3` (CTK 12.3 and later);".to_owned(),
-        " `runtime_library` where the runtime declares `cudaLibraryLoadData`, `cudaLibraryGetKernel`".to_owned(),
-        " and `cudaLibraryUnload`, so it can load a kernel from PTX itself.".to_owned(),
-        String::new(),
-        " Code written once for every target (tests, the safe layer, benchmarks) expands through it,"
-            .to_owned(),
-        " so adding a target to the list reaches all of it.".to_owned(),
+/// `src/bindings/mod.rs` (`templates/bindings_mod.rs`): one module per target behind its
+/// feature, an empty stand-in for the part of `for_each_target!` of each target whose feature is
+/// off, `for_each_target!`, the documentation-only module `compatibility` with the
+/// [`compatibility_table`] of the targets, and `newest_target!` and `newest_target_of_major!`,
+/// which hand-written code that needs one target (or one per runtime library) uses so that it
+/// names none. `models` holds one model per target of `generator/targets.txt`, oldest first.
+pub fn write_bindings_mod(
+    models: &[&Summary],
+    templates: &ParsedTemplates,
+) -> Result<syn::File, TemplateError> {
+    let targets: Vec<Ctk> = models.iter().map(|m| m.ctk).collect();
+    let newest = targets.last().copied();
+    // The newest target of each major, or the newest target where none has it.
+    let majors = [12u32, 13].into_iter().filter_map(|major| {
+        let ctk = targets.iter().rev().find(|c| c.major() == major).copied();
+        let mut row = target_values(ctk.or(newest)?);
+        row.push(text("__MAJOR__", major));
+        Some(row)
+    });
+    let values = vec![
+        text("__TARGETS__", crate::target::spelled(&targets)),
+        ("__TABLE__", doc_lines(compatibility_table(models))),
+        (
+            "__EACH_TARGET__",
+            Value::Each(targets.iter().map(|&c| target_values(c)).collect()),
+        ),
+        (
+            "__NEWEST_TARGET__",
+            Value::Each(newest.map(target_values).into_iter().collect()),
+        ),
+        ("__EACH_MAJOR__", Value::Each(majors.collect())),
     ];
-    file.items.push(syn::parse_quote! {
-        #(#[doc = #doc])*
-        #[macro_export]
-        macro_rules! for_each_target {
-            ($callback:ident) => {
-                #($crate::#parts!($callback);)*
-            };
-        }
-    });
-    let table = compatibility_table(models);
-    file.items.push(syn::parse_quote! {
-        pub mod compatibility {
-            #(#![doc = #table])*
-        }
-    });
-    file
+    templates.bindings_mod.fill(&values)
+}
+
+/// A target's `layout.rs` (`templates/layout.rs`) from the layout oracle's `values`
+/// ([`crate::layout::Oracle`]).
+pub fn write_layout(
+    values: &Values,
+    templates: &ParsedTemplates,
+) -> Result<syn::File, TemplateError> {
+    templates.layout.fill(values)
 }
 
 /// The compatibility table: for each API, one row per function that some target declares

@@ -534,6 +534,27 @@ fn the_audit_stops_a_template_that_shadows_the_host_function() {
     );
 }
 
+#[test]
+fn generation_stops_at_a_misspelt_placeholder_of_a_module_template() {
+    let copy = with_templates(|name, text| match name {
+        "target_mod.rs" => text.replacen("macro_rules! __PART__", "macro_rules! __PRAT__", 1),
+        _ => text,
+    });
+    let ws = config();
+    let inputs = Inputs::gather(&ws.inputs, Ctk::V13_0, None).expect("the pinned inputs");
+    let text = pipeline::generate_from(&copy, &inputs)
+        .expect_err("a misspelt placeholder must not be generated")
+        .to_string();
+    assert!(
+        text.starts_with("src/bindings/ctk_13_0/mod.rs: the template ")
+            && text.ends_with(
+                "target_mod.rs names the placeholder(s) __PRAT__, which the writer has no value for: fix their spelling (its header lists those it fills) (nothing was written)"
+            )
+            && !text.contains('\n'),
+        "{text}"
+    );
+}
+
 /// This process's environment, with the tests' own input cache where `HOSTCB_INPUTS_CACHE` is
 /// unset (never the checkout's `target/hostcb-inputs`, which another step may or may not have
 /// filled); the tests fetch what they read into it, hash-checked.
