@@ -96,6 +96,10 @@ enum {
   COUNT_STREAM_SYNCS,    // cuStreamSynchronize calls
   COUNT_EVENT_RECORDS,   // cuEventRecord calls that succeeded
   COUNT_EVENT_QUERIES,   // cuEventQuery calls
+  COUNT_STREAM_DESTROYS, // cuStreamDestroy calls
+  // streams and events destroyed after the release of the primary context they were made in
+  // (its last cuDevicePrimaryCtxRelease): the real driver may crash there
+  COUNT_DESTROYED_AFTER_RELEASE,
   COUNT_LEN
 };
 static unsigned long long counts[COUNT_LEN];
@@ -137,17 +141,29 @@ struct exec {
 };
 
 struct stream {
+  unsigned long long life;  // the primary context's life it was made in (see struct context)
   int capturing;  // 0 none, 1 active, 2 invalidated
   unsigned long long capture_id;
   struct graph *capture;
   int pending;
 };
 
-struct context { int device; unsigned retains; };
+// `life` counts the primary context's lives: each release of its last retain ends one, and a
+// stream or event made in one life and destroyed in another is counted
+// (COUNT_DESTROYED_AFTER_RELEASE).
+struct context { int device; unsigned retains; unsigned long long life; };
 
 static int initialized;
 static CUresult failed_context;  // 0, or the error the context hit (hostcb_stub_fail_context)
-static struct context primary = {0, 0};
+static struct context primary = {0, 0, 0};
+
+// Counts the destruction of a stream or event made in the primary context's life `life`, made
+// after that life ended.
+static void check_life(unsigned long long life) {
+  // (Atomic: the safe layer's reaper thread destroys handles beside the program's thread.)
+  if (life != primary.life || primary.retains == 0)
+    __atomic_fetch_add(&counts[COUNT_DESTROYED_AFTER_RELEASE], 1, __ATOMIC_SEQ_CST);
+}
 static struct stream legacy_stream;
 static __thread struct context *ctx_stack[16];
 static __thread int ctx_depth;  // ctx_stack[ctx_depth - 1] is current; 0 means none
@@ -274,7 +290,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice device) {
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   if (device != 0) return fail(CUDA_ERROR_INVALID_DEVICE);
   if (primary.retains == 0) return fail(CUDA_ERROR_INVALID_CONTEXT);
-  primary.retains--;
+  if (--primary.retains == 0) primary.life++;
   return CUDA_SUCCESS;
 }
 
@@ -324,6 +340,7 @@ EXPORT CUresult cuStreamCreate(void **stream, unsigned flags) {
   if (!ctx_depth) return fail(CUDA_ERROR_INVALID_CONTEXT);
   struct stream *s = calloc(1, sizeof *s);
   if (!s) return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  s->life = primary.life;
   *stream = s;
   return CUDA_SUCCESS;
 }
@@ -331,6 +348,8 @@ EXPORT CUresult cuStreamCreate(void **stream, unsigned flags) {
 EXPORT CUresult cuStreamDestroy_v2(void *stream) {
   if (!stream) return fail(CUDA_ERROR_INVALID_HANDLE);
   struct stream *s = stream;
+  __atomic_fetch_add(&counts[COUNT_STREAM_DESTROYS], 1, __ATOMIC_SEQ_CST);
+  check_life(s->life);
   if (s->capture) graph_free(s->capture);
   free(s);
   return CUDA_SUCCESS;
@@ -348,6 +367,7 @@ EXPORT CUresult cuStreamSynchronize(void *stream) {
 // is done when it is recorded; in a failed context querying or waiting on one returns the
 // context's error, as the real driver's sticky error does.
 struct event {
+  unsigned long long life;  // as a stream's
   int recorded;
 };
 
@@ -355,6 +375,7 @@ EXPORT CUresult cuEventCreate(void **event, unsigned int flags) {
   (void)flags;
   struct event *e = calloc(1, sizeof *e);
   if (!e) return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  e->life = primary.life;
   *event = e;
   return CUDA_SUCCESS;
 }
@@ -379,6 +400,7 @@ EXPORT CUresult cuEventSynchronize(void *event) {
 }
 
 EXPORT CUresult cuEventDestroy_v2(void *event) {
+  check_life(((struct event *)event)->life);
   free(event);
   return CUDA_SUCCESS;
 }

@@ -125,26 +125,30 @@ impl Watch for Mark {
 impl Drop for Mark {
     fn drop(&mut self) {
         let event = Handle::new(self.event);
-        match &self.owner {
-            Owner::Context(ctx) if self.done && !callback::in_callback() => {
-                ctx.return_event(event.into_inner());
-            }
-            owner => {
-                let raw = Handle::new(owner.raw());
-                deferred::destroy(move || {
-                    let (event, raw) = (event.into_inner(), raw.into_inner());
-                    // SAFETY: the event is ours; its context is alive (see `Owner`). CUDA
-                    // releases a pending event once its work is done.
-                    unsafe {
-                        if sys::cuCtxPushCurrent(raw).is_ok() {
-                            let _ = sys::cuEventDestroy(event);
-                            let mut popped: sys::CUcontext = ptr::null_mut();
-                            let _ = sys::cuCtxPopCurrent(&mut popped);
-                        }
-                    }
-                });
-            }
+        if let Owner::Context(ctx) = &self.owner
+            && self.done
+            && !callback::in_callback()
+        {
+            return ctx.return_event(event.into_inner());
         }
+        let raw = Handle::new(self.owner.raw());
+        // The context's retain goes with the destruction (see `crate::deferral`).
+        let retain = match std::mem::replace(&mut self.owner, Owner::Raw(ptr::null_mut())) {
+            Owner::Context(ctx) => Some(ctx),
+            Owner::Raw(_) => None,
+        };
+        deferred::destroy(retain, move || {
+            let (event, raw) = (event.into_inner(), raw.into_inner());
+            // SAFETY: the event is ours; its context is alive (retained until this has run, or
+            // borrowed: see `Owner`). CUDA releases a pending event once its work is done.
+            unsafe {
+                if sys::cuCtxPushCurrent(raw).is_ok() {
+                    let _ = sys::cuEventDestroy(event);
+                    let mut popped: sys::CUcontext = ptr::null_mut();
+                    let _ = sys::cuCtxPopCurrent(&mut popped);
+                }
+            }
+        });
     }
 }
 

@@ -199,6 +199,15 @@ impl Context {
     }
 }
 
+/// A program's context handle runs the destructions that callbacks deferred before it goes, so
+/// that when it is the last one, those destructions give back their retains and the release
+/// runs here and now, after them (`crate::deferral`).
+impl Drop for Context {
+    fn drop(&mut self) {
+        deferred::reap();
+    }
+}
+
 /// Pops the context that [`Context::push`] pushed.
 pub(super) struct Pushed(());
 
@@ -223,7 +232,9 @@ impl Drop for Inner {
             return;
         }
         let events = Handle::new(events);
-        deferred::destroy(move || {
+        // The release: no destruction of this context's handles is left to run after it, since
+        // each holds a retain (`crate::deferral`).
+        deferred::destroy((), move || {
             let (raw, events) = (raw.into_inner(), events.into_inner());
             let mut popped: sys::CUcontext = ptr::null_mut();
             // SAFETY: the context is still retained (or, borrowed, still alive); the pooled

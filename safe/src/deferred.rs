@@ -1,9 +1,12 @@
-//! Handle destructions deferred out of CUDA callbacks.
+//! Handle destructions, deferred out of CUDA callbacks ([`crate::deferral`] holds the protocol
+//! and the argument for its order).
 //!
 //! Inside a callback no CUDA call is permitted, so a handle dropped there (by a closure's body)
-//! is destroyed later: [`destroy`] queues its destruction, and the next call of this crate from an
-//! ordinary thread runs the queue ([`crate::callback::enter`]; every public call but
-//! `GraphExec::launch`, whose fast path is the entry check alone). [`Handle`]
+//! is destroyed later: [`destroy`] queues its destruction and wakes the reaper thread
+//! ([`crate::reaper`]), which runs the queue before it next parks; every call of this crate from
+//! an ordinary thread runs it too, first ([`crate::callback::enter`]; every public call but
+//! `GraphExec::launch`, whose fast path is the entry check alone). So a program that makes no
+//! other call (one that only replays graphs) still sees its handles destroyed. [`Handle`]
 //! carries a raw handle into such a destruction, which may run on another thread.
 
 use crate::callback::in_callback;
@@ -14,39 +17,26 @@ use crate::deferral::Deferral;
 #[inline(always)]
 pub(crate) fn reap_pending() {
     if DEFERRED.pending() {
-        reap_now();
+        DEFERRED.reap_now();
     }
 }
 
-/// A destruction that had to wait until it could call CUDA.
-type Deferred = Box<dyn FnOnce() + Send>;
+static DEFERRED: Deferral = Deferral::new();
 
-static DEFERRED: Deferral<Deferred> = Deferral::new();
-
-/// Runs `destroy` (which calls CUDA) now, or, inside a callback where CUDA calls are not
-/// permitted, on the next call of this crate from an ordinary thread.
-pub(crate) fn destroy(destroy: impl FnOnce() + Send + 'static) {
-    if in_callback() {
-        DEFERRED.defer(Box::new(destroy));
-    } else {
-        destroy();
-        reap();
+/// Runs `destroy` (which calls CUDA) and then drops `owner`, the retain of the handle's context
+/// (`Option<Context>`, or `()` for a handle that holds none): now, after the destructions
+/// deferred so far, or, inside a callback where CUDA calls are not permitted, on the reaper
+/// thread or the next call of this crate from an ordinary thread, whichever comes first. The
+/// context is released only once `owner` is dropped, so never before `destroy` has run.
+pub(crate) fn destroy<O: Send + 'static>(owner: O, destroy: impl FnOnce() + Send + 'static) {
+    if DEFERRED.destroy(in_callback(), owner, destroy) {
+        crate::reaper::wake();
     }
 }
 
 /// Runs the deferred destructions, in the order they were deferred (outside callbacks only).
 pub(crate) fn reap() {
-    if !DEFERRED.pending() || in_callback() {
-        return;
-    }
-    reap_now();
-}
-
-/// [`reap`] once it is known that destructions wait and the thread is not in a callback.
-#[cold]
-#[inline(never)]
-fn reap_now() {
-    DEFERRED.reap(|destroy| destroy());
+    DEFERRED.reap(in_callback());
 }
 
 /// How many destructions wait for an ordinary thread.

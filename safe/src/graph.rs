@@ -301,7 +301,7 @@ impl Graph {
 impl Drop for Graph {
     fn drop(&mut self) {
         let raw = Handle::new(self.raw);
-        deferred::destroy(move || {
+        deferred::destroy(self.ctx.take(), move || {
             // SAFETY: we own the graph. Its references to user objects go with it; clones and
             // executables keep their own.
             let _ = unsafe { sys::cuGraphDestroy(raw.into_inner()) };
@@ -327,8 +327,9 @@ impl GraphExec {
     ///
     /// The one call of this crate that does not first run the destructions deferred by
     /// callbacks (handles dropped inside a closure): it costs one check and the driver's call
-    /// (48 instructions over the stub driver, C's own call 43); the next other call of this
-    /// crate from an ordinary thread, e.g. [`Stream::synchronize`], runs them.
+    /// (48 instructions over the stub driver, C's own call 43). The reaper thread runs them,
+    /// woken by the callback that deferred them, so a program that only launches graphs sees
+    /// them run without another call (`bench/tests/stub_driver.rs`: before the next launch).
     #[inline]
     pub fn launch(&self, stream: &Stream) -> Result<(), Error> {
         // The one entry check without the deferred destructions (see the method's docs): a
@@ -397,7 +398,7 @@ impl GraphExec {
 impl Drop for GraphExec {
     fn drop(&mut self) {
         let raw = Handle::new(self.raw);
-        deferred::destroy(move || {
+        deferred::destroy(self.ctx.take(), move || {
             // SAFETY: we own the executable; CUDA defers freeing it (and releasing its user
             // objects) until its launches have finished.
             let _ = unsafe { sys::cuGraphExecDestroy(raw.into_inner()) };

@@ -101,10 +101,12 @@
 //! | `UpdatableExec::set_host_node` | the executable's store (`exec_update`), held through a user object | once no launch can call it (replaced, or the executable gone) | the reaper |
 //! | `Stream::launch_raw`, `Graph::add_host_node_raw` | you | when you drop it | yours |
 //!
-//! A CUDA handle (stream, graph, executable) dropped inside a closure is destroyed on the next
-//! call of this crate from an ordinary thread (`deferred`; any call but `GraphExec::launch`,
-//! whose fast path skips that check); one that the closure owns goes with the closure, on the
-//! reaper thread.
+//! A CUDA handle (stream, graph, executable, completion) dropped inside a closure is destroyed
+//! by the reaper thread, or by the next call of this crate from an ordinary thread if that
+//! comes first (`deferred`; any call but `GraphExec::launch`, whose fast path skips that
+//! check); one that the closure owns goes with the closure, on the reaper thread. Either way
+//! before its context's release: each destruction holds its context's retain until it has run,
+//! and the program's last `Context` handle runs the queue before it goes (`deferral`).
 //!
 //! # After a context error
 //!
@@ -144,10 +146,10 @@
 //! stderr); the launch, the synchronisation and the work after the callback go on normally. A
 //! panic in a closure's `Drop` is reported the same way, from the reaper thread.
 //! Calls into this crate from inside a callback return [`Error::InCallback`], and a handle of
-//! this crate (a stream, graph, executable or context) dropped there (by the closure's body) is
-//! destroyed later, on the next call of this crate from an ordinary thread (other than
-//! `GraphExec::launch`); one that the
-//! closure owns is destroyed by the reaper when the closure is dropped. With `panic = "abort"` a
+//! this crate (a stream, graph, executable, completion or context) dropped there (by the
+//! closure's body) is destroyed later, by the reaper thread or the next call of this crate from
+//! an ordinary thread (other than `GraphExec::launch`), and before its context's release; one
+//! that the closure owns is destroyed by the reaper when the closure is dropped. With `panic = "abort"` a
 //! panic aborts.
 //!
 //! # Threads and contexts

@@ -17,6 +17,10 @@
 //! - The thread starts on first use and runs for the life of the process. It has no current
 //!   CUDA context: a `Drop` that calls CUDA makes its context current itself (as cudarc's types
 //!   do). Closures still waiting when the process exits are not dropped.
+//! - It also runs the handle destructions that callbacks deferred ([`crate::deferred`]), when a
+//!   deferral wakes it and before each park, so that they do not wait for the program's next
+//!   call. Each carries its context's retain, so its order against the context's release holds
+//!   on this thread as on any other ([`crate::deferral`]).
 //! - [`wait_for_drops`] waits until every closure handed over so far is dropped;
 //!   [`pending_drops`] counts those not yet dropped. Neither sees closures that CUDA still holds
 //!   (pending launches, graphs and executables not yet destroyed).
@@ -130,10 +134,24 @@ impl Reaper {
         job.run();
     }
 
-    /// The reaper thread's loop: take the whole backlog, drop it, park when there is none.
+    /// The reaper thread's loop: take the whole backlog, drop it, and when there is none run
+    /// the handle destructions that callbacks deferred ([`crate::deferred`]) and park. A
+    /// deferral unparks the thread after queueing ([`wake`]), so none waits for a park that
+    /// does not come.
     fn run(&self) {
         ON_REAPER.with(|on| on.set(true));
-        self.backlog.serve(Job::run, thread::park, || false);
+        let park = || {
+            crate::deferred::reap();
+            thread::park();
+        };
+        self.backlog.serve(Job::run, park, || false);
+    }
+
+    /// Wakes the reaper thread (started if need be), to run the deferred destructions.
+    fn wake(&'static self) {
+        if let Some(thread) = self.thread() {
+            thread.unpark();
+        }
     }
 
     /// Closures handed over and not yet dropped.
@@ -159,6 +177,12 @@ impl Reaper {
 pub(crate) unsafe fn drop_later(data: *mut c_void, drop: DropFn) {
     // SAFETY: the caller's contract.
     unsafe { REAPER.drop_later(data, drop) }
+}
+
+/// Wakes the process's reaper, which runs the handle destructions deferred by callbacks before
+/// it parks again.
+pub(crate) fn wake() {
+    REAPER.wake();
 }
 
 /// Hands a boxed value to the process's reaper.

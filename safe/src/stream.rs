@@ -341,7 +341,7 @@ impl Drop for Stream {
     fn drop(&mut self) {
         if self.owned {
             let raw = Handle::new(self.raw);
-            deferred::destroy(move || {
+            deferred::destroy(self.ctx.take(), move || {
                 // SAFETY: we own the stream; CUDA finishes its pending work before freeing it.
                 let _ = unsafe { sys::cuStreamDestroy(raw.into_inner()) };
             });

@@ -37,10 +37,20 @@ pub enum Count {
     StreamSyncs,
     EventRecords,
     EventQueries,
+    #[allow(
+        dead_code,
+        reason = "mirrors the C list; checked by tests/stub_driver.rs"
+    )]
+    StreamDestroys,
+    #[allow(
+        dead_code,
+        reason = "mirrors the C list; checked by tests/stub_driver.rs"
+    )]
+    DestroyedAfterRelease,
 }
 
 impl Count {
-    pub const LEN: usize = 16;
+    pub const LEN: usize = 18;
 }
 
 /// A stub runtime's counters, in `cudart_stub.c`'s order.

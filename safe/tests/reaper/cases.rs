@@ -12,6 +12,7 @@ use libtest_mimic::{Failed, Trial};
 use crate::support::{
     Case, Gpu, Outcome, Watchdog, done, expect_eq, expect_that, gpu_trial, wait_until,
 };
+use crate::teardown::{self, Victim};
 use cuda_hostcb_safe::{self as safe, sys};
 
 /// Closures per path.
@@ -37,10 +38,34 @@ pub fn trials(gpu: &Gpu) -> Vec<Trial> {
         ("host_nodes_1000_closures_free_device_memory", host_nodes),
         ("captured_1000_closures_free_device_memory", captured),
     ];
-    cases
+    let mut trials: Vec<Trial> = cases
         .into_iter()
         .map(|(name, case)| gpu_trial(gpu, name, case))
-        .collect()
+        .collect();
+    let teardowns: [(&str, Case); 4] = [
+        (
+            "teardown_stream_dropped_in_a_callback_before_the_last_context",
+            || teardown::trial(Victim::Stream),
+        ),
+        (
+            "teardown_graph_dropped_in_a_callback_before_the_last_context",
+            || teardown::trial(Victim::Graph),
+        ),
+        (
+            "teardown_exec_dropped_in_a_callback_before_the_last_context",
+            || teardown::trial(Victim::GraphExec),
+        ),
+        (
+            "teardown_completion_dropped_in_a_callback_before_the_last_context",
+            || teardown::trial(Victim::Completion),
+        ),
+    ];
+    trials.extend(
+        teardowns
+            .into_iter()
+            .map(|(name, case)| gpu_trial(gpu, name, case)),
+    );
+    trials
 }
 
 /// What the closures and their buffers recorded.

@@ -6,6 +6,10 @@
 //! comes back (`cuMemGetInfo`), every count is exact, and nothing deadlocks (a watchdog ends
 //! the process after 120 s).
 //!
+//! The `teardown_*` trials (`teardown.rs`) drop a handle inside a callback right before the
+//! program's last context handle, for hundreds of rounds in a child process: the handle's
+//! destruction must come before the context's release.
+//!
 //! `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` inverts every check, so each trial must fail at its
 //! first one.
 
@@ -13,7 +17,11 @@
 mod support;
 
 mod cases;
+mod teardown;
 
 fn main() {
+    if let Ok(kind) = std::env::var(teardown::CHILD_ENV) {
+        teardown::child(&kind);
+    }
     support::run(cases::probe(), cases::trials)
 }

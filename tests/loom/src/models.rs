@@ -114,21 +114,23 @@ fn reaper_runs_every_job_once_and_a_wait_sees_them_all() {
 #[test]
 fn every_deferred_destruction_runs_once_and_none_is_left_behind_a_call() {
     model(|| {
-        let deferral: &'static Deferral<usize> = leak(Deferral::new());
+        let deferral: &'static Deferral = leak(Deferral::new());
         let ran = Arc::new(AtomicUsize::new(0));
+        let count = |ran: &Arc<AtomicUsize>| {
+            let ran = Arc::clone(ran);
+            move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            }
+        };
         // A callback drops two handles; a caller makes a call (its entry check) meanwhile.
-        let callback = thread::spawn(move || {
-            deferral.defer(1);
-            deferral.defer(2);
-        });
-        let caller = {
-            let ran = Arc::clone(&ran);
+        let callback = {
+            let (one, two) = (count(&ran), count(&ran));
             thread::spawn(move || {
-                deferral.reap(|_| {
-                    ran.fetch_add(1, Ordering::SeqCst);
-                })
+                assert!(deferral.destroy(true, (), one), "a callback queues");
+                assert!(deferral.destroy(true, (), two), "a callback queues");
             })
         };
+        let caller = thread::spawn(move || deferral.reap(false));
         callback.join().unwrap();
         caller.join().unwrap();
         // Whatever the caller did not take is still pending, and the next call runs it.
@@ -138,13 +140,102 @@ fn every_deferred_destruction_runs_once_and_none_is_left_behind_a_call() {
             left < 2,
             "a destruction is queued but not marked pending (or marked with none queued)"
         );
-        deferral.reap(|_| {
-            ran.fetch_add(1, Ordering::SeqCst);
-        });
+        deferral.reap(false);
         assert_eq!(
             ran.load(Ordering::SeqCst),
             2,
             "each destruction runs exactly once"
+        );
+        assert!(!deferral.pending());
+    });
+}
+
+/// A context as `safe/src/context.rs` keeps it: retains shared by the program's handles and
+/// the handles made in it; the drop of the last one releases it, through the deferral (as a
+/// destruction of its own, outside any callback: no retain is ever dropped inside one, since a
+/// handle dropped there hands its retain to its queued destruction).
+struct Retained {
+    deferral: &'static Deferral,
+    released: Arc<AtomicBool>,
+}
+
+impl Drop for Retained {
+    fn drop(&mut self) {
+        let released = Arc::clone(&self.released);
+        self.deferral.destroy(false, (), move || {
+            assert!(
+                !released.swap(true, Ordering::SeqCst),
+                "the context is released once"
+            );
+        });
+    }
+}
+
+/// The program's handle of the context: it runs the queue before its retain goes.
+struct ContextHandle(Option<Arc<Retained>>);
+
+impl Drop for ContextHandle {
+    fn drop(&mut self) {
+        if let Some(retain) = self.0.take() {
+            retain.deferral.reap(false);
+            drop(retain);
+        }
+    }
+}
+
+/// A stream of the context, dropped by the closure a callback runs: its destruction (queued)
+/// records whether the context was already released when it ran.
+fn drop_stream(
+    retain: Arc<Retained>,
+    inside: bool,
+    destroyed: &Arc<AtomicUsize>,
+    late: &Arc<AtomicUsize>,
+) {
+    let (deferral, released) = (retain.deferral, Arc::clone(&retain.released));
+    let (destroyed, late) = (Arc::clone(destroyed), Arc::clone(late));
+    deferral.destroy(inside, retain, move || {
+        if released.load(Ordering::SeqCst) {
+            late.fetch_add(1, Ordering::SeqCst);
+        }
+        destroyed.fetch_add(1, Ordering::SeqCst);
+    });
+}
+
+#[test]
+fn no_destruction_runs_after_its_context_is_released_and_the_release_is_not_left_behind() {
+    model(|| {
+        let deferral: &'static Deferral = leak(Deferral::new());
+        let released = Arc::new(AtomicBool::new(false));
+        let ctx = ContextHandle(Some(Arc::new(Retained {
+            deferral,
+            released: Arc::clone(&released),
+        })));
+        let (destroyed, late) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        // The stream a callback drops, and that callback; the reaper (or any other call) runs
+        // the queue meanwhile.
+        let stream = Arc::clone(ctx.0.as_ref().unwrap());
+        let callback = {
+            let (destroyed, late) = (Arc::clone(&destroyed), Arc::clone(&late));
+            thread::spawn(move || drop_stream(stream, true, &destroyed, &late))
+        };
+        let reaper = thread::spawn(move || deferral.reap(false));
+        // The program waits for the callback, then drops its last context handle.
+        callback.join().unwrap();
+        drop(ctx);
+        reaper.join().unwrap();
+        assert_eq!(
+            late.load(Ordering::SeqCst),
+            0,
+            "a stream was destroyed after its context was released"
+        );
+        assert_eq!(
+            destroyed.load(Ordering::SeqCst),
+            1,
+            "the stream is destroyed exactly once once the program's last context handle is gone (not left queued)"
+        );
+        assert!(
+            released.load(Ordering::SeqCst),
+            "the context's release was left behind (it waits for a later call)"
         );
         assert!(!deferral.pending());
     });
