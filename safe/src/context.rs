@@ -199,12 +199,13 @@ impl Context {
     }
 }
 
-/// A program's context handle runs the destructions that callbacks deferred before it goes, so
-/// that when it is the last one, those destructions give back their retains and the release
-/// runs here and now, after them (`crate::deferral`).
+/// A program's context handle runs the destructions that callbacks deferred before it goes, and
+/// waits for those another thread is running, so that when it is the last one, they have given
+/// back their retains and the release runs here and now, after them; and so that the owner of
+/// a borrowed context may destroy it once the drop returns (`crate::deferral`).
 impl Drop for Context {
     fn drop(&mut self) {
-        deferred::reap();
+        deferred::settle();
     }
 }
 

@@ -21,13 +21,36 @@
 //! program's last context handle runs the queue first ([`Deferral::reap`]), so the destructions
 //! a callback queued give their retains back and the release runs on that thread, at once.
 //!
-//! What this does not order: destructions of handles that hold no retain (a borrowed context's,
-//! whose owner promises it outlives them) and the drops of closures on the reaper thread
-//! (a closure that captures a handle holds that handle's retain, so they are ordered too).
+//!
+//! A borrowed context ([`Context::borrow_raw`](crate::Context::borrow_raw)) is not released by
+//! this crate but destroyed by its owner once the program's last handle of it is gone. So the
+//! destructions run under one more lock, `running`, held by whichever thread runs queued ones
+//! (the reaper, or a call's entry check) until they and their owners' drops are done, and the
+//! drop of a program's context handle takes it ([`Deferral::settle`]): when that drop returns,
+//! no destruction queued before it waits or is still running on another thread. A destruction
+//! that drops a context handle itself (its owner, the last retain) is on the thread that holds
+//! `running` already, and does not take it again (`REAPING`).
+//!
+//! Other work deferred out of callbacks goes to the reaper thread ([`crate::reaper`]): closures,
+//! dropped there after their call (stream callbacks) or after CUDA has run a user object's
+//! destructor (host nodes, captures, an updatable executable's retired closures). Those are
+//! ordered by what they own: a closure that owns a handle of this crate holds that handle's
+//! retain, so its context is released only after the closure's drop has destroyed the handle,
+//! whichever thread that is on. The completion waiter drops the events it was handed on its
+//! thread; each event's `Mark` holds its context's retain (a borrowed stream's completion holds
+//! the raw context only, whose owner must keep it alive until the waiter has dropped it, which
+//! it does within a sweep, 1 ms at most, of the future's drop).
+
+use std::cell::Cell;
 
 use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicBool, Ordering};
-use crate::sync::const_fn;
+use crate::sync::{const_fn, thread_flag};
+
+thread_flag! {
+    /// Whether this thread holds `running` (it runs queued destructions).
+    REAPING
+}
 
 /// A destruction that waits for an ordinary thread, with its owner inside.
 pub(crate) type Destruction = Box<dyn FnOnce() + Send>;
@@ -36,6 +59,8 @@ pub(crate) type Destruction = Box<dyn FnOnce() + Send>;
 pub(crate) struct Deferral {
     queue: Mutex<Vec<Destruction>>,
     pending: AtomicBool,
+    /// Held while queued destructions run, their owners' drops included.
+    running: Mutex<()>,
 }
 
 impl Deferral {
@@ -45,6 +70,7 @@ impl Deferral {
             Deferral {
                 queue: Mutex::new(Vec::new()),
                 pending: AtomicBool::new(false),
+                running: Mutex::new(()),
             }
         }
     }
@@ -93,16 +119,43 @@ impl Deferral {
         }
     }
 
-    /// Takes the queue and marks none pending, under the lock; runs what it took outside it.
+    /// Runs the queue, as [`settle`](Self::settle) does, once it is known to be pending.
     #[cold]
     #[inline(never)]
     pub(crate) fn reap_now(&self) {
-        let taken = {
-            let mut queue = self.lock();
-            self.pending.store(false, Ordering::Release);
-            std::mem::take(&mut *queue)
-        };
-        taken.into_iter().for_each(|run| run());
+        self.settle();
+    }
+
+    /// Waits until no other thread runs queued destructions, then runs the queue until it is
+    /// empty: takes it and marks none pending, under the queue's lock, and runs what it took
+    /// outside that lock, under `running`. On a thread that runs the queue already (a
+    /// destruction's owner dropped there) it returns at once: that thread goes on with the
+    /// queue. Not inside a callback (the caller checks).
+    pub(crate) fn settle(&self) {
+        if REAPING.with(Cell::get) {
+            return;
+        }
+        let _running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        REAPING.with(|r| r.set(true));
+        // Reset even if a destruction panics, so that this thread can run the queue again.
+        struct Done;
+        impl Drop for Done {
+            fn drop(&mut self) {
+                REAPING.with(|r| r.set(false));
+            }
+        }
+        let _done = Done;
+        loop {
+            let taken = {
+                let mut queue = self.lock();
+                self.pending.store(false, Ordering::Release);
+                std::mem::take(&mut *queue)
+            };
+            if taken.is_empty() {
+                return;
+            }
+            taken.into_iter().for_each(|run| run());
+        }
     }
 
     /// How many destructions wait.

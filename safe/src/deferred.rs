@@ -39,6 +39,14 @@ pub(crate) fn reap() {
     DEFERRED.reap(in_callback());
 }
 
+/// Waits until no other thread runs deferred destructions, then runs those that wait (outside
+/// callbacks only): the drop of a program's context handle ([`crate::deferral`]).
+pub(crate) fn settle() {
+    if !in_callback() {
+        DEFERRED.settle();
+    }
+}
+
 /// How many destructions wait for an ordinary thread.
 #[cfg(test)]
 pub(crate) fn deferred() -> usize {

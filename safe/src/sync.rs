@@ -22,3 +22,14 @@ macro_rules! const_fn {
     };
 }
 pub(crate) use const_fn;
+
+/// A thread-local `Cell<bool>`, false on each thread at first (loom's facade makes it loom's).
+macro_rules! thread_flag {
+    ($(#[$meta:meta])* $name:ident) => {
+        std::thread_local! {
+            $(#[$meta])*
+            static $name: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
+    };
+}
+pub(crate) use thread_flag;

@@ -10,7 +10,7 @@
 //! | protocol | file | what the model checks |
 //! | --- | --- | --- |
 //! | the reaper's hand-off and overflow | `safe/src/backlog.rs` | every job run once, on the taker or (backlog full) where it was handed over; a wait returns only after every job handed over has run; no lost unpark |
-//! | deferred destructions | `safe/src/deferral.rs` | every destruction deferred by a callback runs exactly once; one not taken by a racing call stays pending, and the next call runs it; no destruction of a handle runs after its context's release, and the program's last context handle leaves no release behind |
+//! | deferred destructions | `safe/src/deferral.rs` | every destruction deferred by a callback runs exactly once; one not taken by a racing call stays pending, and the next call runs it; no destruction of a handle runs after its context's release, and the program's last context handle leaves no release behind; once the last handle of a borrowed context is dropped, nothing of it runs (its owner may destroy it) |
 //! | the sticky-error book | `safe/src/book.rs` | a synchronisation that has settled sees every skip of the callbacks, with the first status |
 //! | the completion waiter | `safe/src/signal.rs` | no lost wake-up between a poll and the waiter's resolution, nor between a hand-over and the waiter's park; a dropped future is forgotten |
 //! | the executable-update store | `safe/src/store.rs` | no closure is given up while a launch that may call it runs; a later launch gives up the replaced ones |

@@ -171,13 +171,14 @@ impl Drop for Retained {
     }
 }
 
-/// The program's handle of the context: it runs the queue before its retain goes.
+/// The program's handle of the context: it settles the queue (runs it, and waits for a batch
+/// another thread runs) before its retain goes.
 struct ContextHandle(Option<Arc<Retained>>);
 
 impl Drop for ContextHandle {
     fn drop(&mut self) {
         if let Some(retain) = self.0.take() {
-            retain.deferral.reap(false);
+            retain.deferral.settle();
             drop(retain);
         }
     }
@@ -236,6 +237,65 @@ fn no_destruction_runs_after_its_context_is_released_and_the_release_is_not_left
         assert!(
             released.load(Ordering::SeqCst),
             "the context's release was left behind (it waits for a later call)"
+        );
+        assert!(!deferral.pending());
+    });
+}
+
+/// A borrowed context: the crate never releases it; its owner destroys it once the program's
+/// last handle of it is gone. The drop of the last retain still uses it (the real one destroys
+/// the context's pooled events).
+struct Borrowed {
+    deferral: &'static Deferral,
+    destroyed: Arc<AtomicBool>,
+    late: Arc<AtomicUsize>,
+}
+
+impl Drop for Borrowed {
+    fn drop(&mut self) {
+        if self.destroyed.load(Ordering::SeqCst) {
+            self.late.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn once_the_last_handle_of_a_borrowed_context_is_dropped_nothing_of_it_runs() {
+    model(|| {
+        let deferral: &'static Deferral = leak(Deferral::new());
+        let (destroyed, late) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let ctx = Arc::new(Borrowed {
+            deferral,
+            destroyed: Arc::clone(&destroyed),
+            late: Arc::clone(&late),
+        });
+        // A stream of it, dropped by a callback; the reaper runs the queue meanwhile.
+        let callback = {
+            let (stream, destroyed, late) =
+                (Arc::clone(&ctx), Arc::clone(&destroyed), Arc::clone(&late));
+            thread::spawn(move || {
+                deferral.destroy(true, stream, move || {
+                    if destroyed.load(Ordering::SeqCst) {
+                        late.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            })
+        };
+        let reaper = thread::spawn(move || deferral.reap(false));
+        // The program waits for the callback, drops its last handle (settling the queue), and
+        // the context's owner destroys it.
+        callback.join().unwrap();
+        deferral.settle();
+        drop(ctx);
+        destroyed.store(true, Ordering::SeqCst);
+        reaper.join().unwrap();
+        assert_eq!(
+            late.load(Ordering::SeqCst),
+            0,
+            "a destruction (or the last retain's drop) ran after the owner destroyed the context"
         );
         assert!(!deferral.pending());
     });

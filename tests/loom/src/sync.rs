@@ -35,3 +35,21 @@ macro_rules! const_fn {
     };
 }
 pub(crate) use const_fn;
+
+/// A thread-local `Cell<bool>`, false on each thread at first: loom's under `--cfg loom` (whose
+/// macro takes no `const` initialiser), the standard library's otherwise.
+macro_rules! thread_flag {
+    ($(#[$meta:meta])* $name:ident) => {
+        #[cfg(loom)]
+        loom::thread_local! {
+            $(#[$meta])*
+            static $name: std::cell::Cell<bool> = std::cell::Cell::new(false);
+        }
+        #[cfg(not(loom))]
+        std::thread_local! {
+            $(#[$meta])*
+            static $name: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
+    };
+}
+pub(crate) use thread_flag;
