@@ -124,15 +124,22 @@ impl Watch for Mark {
 
 impl Drop for Mark {
     fn drop(&mut self) {
-        let event = Handle::new(self.event);
-        if let Owner::Context(ctx) = &self.owner
-            && self.done
-            && !callback::in_callback()
+        if self.done
+            && let Owner::Context(ctx) = &self.owner
         {
-            return ctx.return_event(event.into_inner());
+            return ctx.return_event(self.event);
         }
-        let raw = Handle::new(self.owner.raw());
-        // The context's retain goes with the destruction (see `crate::deferral`).
+        self.destroy_event();
+    }
+}
+
+impl Mark {
+    /// Destroys the event (not known done, or dropped inside a callback), with the context's
+    /// retain carried into the destruction (see `crate::deferral`).
+    #[cold]
+    #[inline(never)]
+    fn destroy_event(&mut self) {
+        let (event, raw) = (Handle::new(self.event), Handle::new(self.owner.raw()));
         let retain = match std::mem::replace(&mut self.owner, Owner::Raw(ptr::null_mut())) {
             Owner::Context(ctx) => Some(ctx),
             Owner::Raw(_) => None,

@@ -177,7 +177,8 @@ impl Context {
         }
     }
 
-    /// Returns a completion event whose recorded work is done, for reuse (outside callbacks).
+    /// Returns a completion event whose recorded work is done, for reuse; destroys it when the
+    /// pool is full (later, inside a callback: a destruction like any handle's).
     pub(super) fn return_event(&self, event: sys::CUevent) {
         let mut pool = self.0.events.lock().unwrap_or_else(|e| e.into_inner());
         if pool.len() < POOLED_EVENTS {
@@ -185,10 +186,23 @@ impl Context {
             return;
         }
         drop(pool);
-        if let Ok(_current) = self.push() {
-            // SAFETY: a done event of this context, current for the call.
-            let _ = unsafe { sys::cuEventDestroy(event) };
-        }
+        self.destroy_event(event);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn destroy_event(&self, event: sys::CUevent) {
+        let (event, raw) = (Handle::new(event), Handle::new(self.0.raw));
+        deferred::destroy(self.clone(), move || {
+            let mut popped: sys::CUcontext = ptr::null_mut();
+            // SAFETY: a done event of this context, which the destruction's owner retains.
+            unsafe {
+                if sys::cuCtxPushCurrent(raw.into_inner()).is_ok() {
+                    let _ = sys::cuEventDestroy(event.into_inner());
+                    let _ = sys::cuCtxPopCurrent(&mut popped);
+                }
+            }
+        });
     }
 
     /// Makes this context current on the calling thread until the guard drops.
@@ -204,6 +218,7 @@ impl Context {
 /// back their retains and the release runs here and now, after them; and so that the owner of
 /// a borrowed context may destroy it once the drop returns (`crate::deferral`).
 impl Drop for Context {
+    #[inline]
     fn drop(&mut self) {
         deferred::settle();
     }

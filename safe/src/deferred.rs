@@ -41,9 +41,11 @@ pub(crate) fn reap() {
 
 /// Waits until no other thread runs deferred destructions, then runs those that wait (outside
 /// callbacks only): the drop of a program's context handle ([`crate::deferral`]).
+#[inline(always)]
 pub(crate) fn settle() {
-    if !in_callback() {
-        DEFERRED.settle();
+    // The atomic load first: it is all a drop pays when nothing waits or runs.
+    if DEFERRED.unsettled() && !in_callback() {
+        DEFERRED.settle_now();
     }
 }
 
