@@ -5,6 +5,7 @@
 //   __params__: __Params__   the parameter list;  __args__  the same names, forwarded in order
 //   __ParamTypes__   the parameter types of the function pointer;  __Ret__  the return type
 //   __base__         the name cuGetProcAddress takes;  __VERSION__  its ABI version
+//   __NEEDS__        the oldest driver shown to have that ABI (the first header declaring it)
 //   __PER_THREAD__   the per-thread-default-stream variant: `Some(PerThreadVariant { .. })` or `None`
 // The static is the function's entry point; it goes into the file's `entry` module (see
 // file.rs), and names itself (`|| &__name__`) to its first-call stub, which resolves it. The wrapper is one call: it forwards every argument to the entry point unchanged:
@@ -16,7 +17,9 @@ pub static __name__: DriverFn<unsafe extern "C" fn(__ParamTypes__) -> __Ret__> =
     // SAFETY: the type is the C signature of the declaration this was generated from, which
     // cudaTypedefs.h gives as the signature of `__base__` at ABI version `__VERSION__` (and of
     // its per-thread variant).
-    unsafe { DriverFn::new(c"__name__", c"__base__", __VERSION__, __PER_THREAD__, || &__name__) };
+    unsafe {
+        DriverFn::new(c"__name__", c"__base__", __VERSION__, __NEEDS__, __PER_THREAD__, || &__name__)
+    };
 
 #[doc = "__DOC__"]
 #[inline]

@@ -11,15 +11,16 @@
 //! driver entry point of T must ask `cuGetProcAddress` once, for its own name (or its base
 //! without `_vN`), with the flag of the mode, for an ABI that T's own header declares; and then
 //! resolve to exactly that ABI where D's header declares it, else return `Error::Unavailable`
-//! naming its version and D. The one other outcome the rule allows, an older ABI handed back
-//! for a version D's header skipped (13.1's header lacks `PFN_cuLaunchHostFunc_v13010`), is
-//! counted and listed. The safe layer (one, over the newest target's bindings) at each D: a
+//! naming its version and D; or, where D is older than the first pinned header of T's major
+//! that declares that ABI (13.1's header lacks `PFN_cuLaunchHostFunc_v13010`, first in 13.2's),
+//! return `Error::Unavailable` naming that header's version without asking (such a driver
+//! would hand back an older ABI of the name, another signature; that outcome fails the test). The safe layer (one, over the newest target's bindings) at each D: a
 //! one-shot closure on a stream runs everywhere, and so does `Stream::launch_fn` on a plain
 //! stream (below 12.3, which lacks `cuStreamGetCaptureInfo_v3`, through `cuStreamIsCapturing`);
 //! `launch_fn` on a capturing stream captures from 12.3 and returns `_v3`'s `Unavailable`
 //! below; a sync mode (`Stream::launch_with_sync_mode`, and a host node with one,
-//! `cuGraphAddNode_v2` with `CUDA_HOST_NODE_PARAMS_v2`) is refused naming the driver below 13.1,
-//! and reaches the driver from 13.1.
+//! `cuGraphAddNode_v2` with `CUDA_HOST_NODE_PARAMS_v2`) is refused naming the driver below 13.2,
+//! and reaches the driver from 13.2.
 //!
 //! With `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` the stub gets wrong tables (every ABI of
 //! `cuLaunchHostFunc` one minor version later than its header says), so every simulated driver
@@ -233,7 +234,11 @@ cuda_hostcb::newest_target!(newest);
 
 /// The safe layer at driver version `driver`: what its sync modes and `Stream::launch_fn` did,
 /// or how that differs from what this driver must give.
-fn safe_checks(driver: u32) -> Result<String, String> {
+///
+/// `sync_from`: the first pinned header that declares `PFN_cuLaunchHostFunc_v13010` (the
+/// conservative rule for a driver that takes sync modes), read from the tables, not from the
+/// safe layer.
+fn safe_checks(driver: u32, sync_from: u32) -> Result<String, String> {
     use cuda_hostcb_safe::{Context, Graph, Stream};
     let ctx = Context::primary(0).map_err(|e| format!("Context::primary: {e}"))?;
     ctx.make_current()
@@ -301,10 +306,17 @@ fn safe_checks(driver: u32) -> Result<String, String> {
     };
     drop(graph);
     let launched = calls.load(SeqCst);
-    // Sync modes: refused naming the headers where they lack them, naming the driver below
-    // 13.1; from 13.1 the closure runs and the host node reaches the driver (the stub's generic
-    // function, which answers STUB_NOT_IMPLEMENTED for cuGraphAddNode_v2).
-    let want_sync = SAFE_HOST_FUNC_V2 && driver >= SYNC_MODE_DRIVER_VERSION;
+    // Sync modes: refused naming the headers where they lack them, naming the driver below the
+    // first header that declares cuLaunchHostFunc_v2 (13.2: a 13.1 driver would hand back the
+    // three-argument function, and take a host node's syncMode for nothing); from there the
+    // closure runs and the host node reaches the driver (the stub's generic function, which
+    // answers STUB_NOT_IMPLEMENTED for cuGraphAddNode_v2).
+    if SYNC_MODE_DRIVER_VERSION != sync_from {
+        return Err(format!(
+            "the safe layer takes sync modes from {SYNC_MODE_DRIVER_VERSION}; the first header that declares cuLaunchHostFunc_v2 is {sync_from}"
+        ));
+    }
+    let want_sync = SAFE_HOST_FUNC_V2 && driver >= sync_from;
     let want = if want_sync {
         "available (the host node reached cuGraphAddNode_v2)".to_owned()
     } else if !SAFE_HOST_FUNC_V2 {
@@ -649,7 +661,34 @@ fn bases(name: &str) -> Vec<&str> {
 struct Counts {
     resolved: usize,
     unavailable: usize,
-    older: Vec<String>,
+    /// Refused before asking: the driver is older than the first header that declares the ABI.
+    refused: Vec<String>,
+}
+
+/// Every pinned target's table (`<MAJOR.MINOR>.txt`), by CUDA version.
+fn all_tables(dir: &Path) -> Result<BTreeMap<u32, Table>, String> {
+    let mut tables = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.ends_with(".txt") && !name.ends_with(".stub.txt") {
+            let table = read_table(&path)?;
+            tables.insert(table.driver, table);
+        }
+    }
+    Ok(tables)
+}
+
+/// The CUDA version of the first pinned header of `target`'s major, up to `target`, that
+/// declares `row` (the conservative rule for the driver an ABI needs).
+fn first_declared(tables: &BTreeMap<u32, Table>, target: u32, row: &Row) -> Option<u32> {
+    tables
+        .range(target / 1000 * 1000..=target)
+        .find(|(_, t)| t.rows.contains(row))
+        .map(|(v, _)| *v)
 }
 
 /// The child: simulates driver `driver` (a pinned target) for every committed target.
@@ -669,6 +708,7 @@ fn child(driver: &str) -> Result<(), String> {
     let mut problems = Vec::new();
     let mut lines = Vec::new();
     let mut generic_called = false;
+    let tables = all_tables(&dir)?;
     for target in targets() {
         // The target's own header: the ABIs its entry points may ask for.
         let own = read_table(&dir.join(format!("{}.txt", target.version)))?;
@@ -696,6 +736,38 @@ fn child(driver: &str) -> Result<(), String> {
             let mut fail = |why: String| problems.push(format!("{} {name}: {why}", target.name));
             if entry.api() != Api::Driver {
                 fail("not a driver entry point".into());
+                continue;
+            }
+            if calls == 0 {
+                // Refused before asking: only below the first header (of the target's major)
+                // that declares one of its ABIs with an older number.
+                match &got {
+                    Err(Error::Unavailable {
+                        api: Api::Driver,
+                        function,
+                        needs,
+                        found,
+                        ..
+                    }) if *function == name
+                        && *found == Some(table.driver)
+                        && *needs > table.driver =>
+                    {
+                        let justified = own.rows.iter().any(|row| {
+                            bases(name).contains(&row.0.as_str())
+                                && row.1 < *needs
+                                && first_declared(&tables, own.driver, row) == Some(*needs)
+                        });
+                        if justified {
+                            counts.unavailable += 1;
+                            counts.refused.push(format!("{name} (needs {needs})"));
+                        } else {
+                            fail(format!(
+                                "refused as needing {needs}, which no header's first declaration of its ABIs says"
+                            ));
+                        }
+                    }
+                    other => fail(format!("no cuGetProcAddress call, and {other:?}")),
+                }
                 continue;
             }
             if calls != 1 {
@@ -754,13 +826,11 @@ fn child(driver: &str) -> Result<(), String> {
                             generic_called = true;
                         }
                     } else {
-                        // The rule's other outcome: an older ABI for a version D's header
-                        // skipped. Listed, and only where D lacks exactly what was asked.
-                        if table.rows.contains(&wanted) || version > table.driver {
-                            fail(format!("resolved to {row:?}, not {wanted:?}"));
-                        }
-                        counts.older.push(format!(
-                            "{name} ({symbol} {version}{} -> {} {}{})",
+                        // The rule's other outcome: an older ABI (another signature) for a
+                        // version D's header skipped. The entry point must have been refused
+                        // before asking (its first declaring header is newer than D).
+                        fail(format!(
+                            "asked {symbol} {version}{} and got {} {}{}: an older ABI, which the entry point should have refused",
                             kind.suffix(),
                             row.0,
                             row.1,
@@ -797,20 +867,24 @@ fn child(driver: &str) -> Result<(), String> {
             }
         }
         lines.push(format!(
-            "driver {driver} {mode:<10} target {}: {} entry points, {} resolved, {} unavailable, {} older ABI{}",
+            "driver {driver} {mode:<10} target {}: {} entry points, {} resolved, {} unavailable, {} of them refused below the first header that declares their ABI{}",
             target.version,
             target.entries.len(),
             counts.resolved,
             counts.unavailable,
-            counts.older.len(),
-            if counts.older.is_empty() {
+            counts.refused.len(),
+            if counts.refused.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", counts.older.join(", "))
+                format!(" ({})", counts.refused.join(", "))
             }
         ));
     }
-    let safe = safe_checks(table.driver).unwrap_or_else(|e| {
+    let v2 = ("cuLaunchHostFunc".to_owned(), 13010, Kind::Plain);
+    let newest = tables.keys().copied().max().unwrap_or_default();
+    let sync_from =
+        first_declared(&tables, newest, &v2).ok_or("no header declares cuLaunchHostFunc 13010")?;
+    let safe = safe_checks(table.driver, sync_from).unwrap_or_else(|e| {
         problems.push(format!("safe layer: {e}"));
         "failed".to_owned()
     });

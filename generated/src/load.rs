@@ -183,6 +183,10 @@ struct DriverMeta {
     symbol: &'static CStr,
     base: &'static CStr,
     version: u32,
+    /// The oldest driver that can be shown to have ABI `version` of `base`: the CUDA version of
+    /// the first header that declares it (`version` itself, but where a header declared the ABI
+    /// later than its number says: `cuLaunchHostFunc` 13010 first appears in 13.2's).
+    needs: u32,
     per_thread: Option<PerThreadVariant>,
     resolved: Resolved,
 }
@@ -205,7 +209,13 @@ impl DriverMeta {
             (DefaultStream::PerThread, Some(variant)) => (variant.version, true),
             _ => (self.version, false),
         };
-        let outcome = driver.proc_address(self.name, self.base, version, per_thread);
+        // A driver older than `needs` may lack the ABI and answer with an older one of the same
+        // name (another signature): refused before it is asked.
+        let outcome = match self.needs > self.version {
+            true => driver.require(self.name, self.needs),
+            false => Ok(()),
+        }
+        .and_then(|()| driver.proc_address(self.name, self.base, version, per_thread));
         self.resolved.remember(outcome)
     }
 }
@@ -228,6 +238,9 @@ impl<F: Copy> DriverFn<F> {
     /// `name`: the declaration's name, which is the library's legacy export (e.g.
     /// `c"cuLaunchHostFunc_v2"`); `base`: the name `cuGetProcAddress` takes
     /// (`c"cuLaunchHostFunc"`); `version`: the ABI version from `cudaTypedefs.h` (`13010`);
+    /// `needs`: the oldest driver version that can be shown to have that ABI, the CUDA version
+    /// of the first `cudaTypedefs.h` that declares it (`13020`; most often `version` itself),
+    /// below which the function is [`Error::Unavailable`] without asking the driver;
     /// `per_thread`: the per-thread-default-stream variant, if the function has one; `this`: a
     /// closure without captures that returns the static being defined (`|| &X` in `static X`),
     /// which names it to the first-call stub (see [`FirstCall`]).
@@ -245,6 +258,7 @@ impl<F: Copy> DriverFn<F> {
         name: &'static CStr,
         base: &'static CStr,
         version: u32,
+        needs: u32,
         per_thread: Option<PerThreadVariant>,
         this: S,
     ) -> Self
@@ -262,6 +276,7 @@ impl<F: Copy> DriverFn<F> {
                 symbol: name,
                 base,
                 version,
+                needs,
                 per_thread,
                 resolved: Resolved::new(<F as FirstCall<S, Self>>::STUB),
             },

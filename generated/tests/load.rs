@@ -110,6 +110,7 @@ static CU_LAUNCH_HOST_FUNC: DriverFn<AnyFn> = unsafe {
         c"cuLaunchHostFunc",
         c"cuLaunchHostFunc",
         10000,
+        10000,
         Some(PerThreadVariant {
             version: 10000,
             symbol: c"cuLaunchHostFunc_ptsz",
@@ -122,6 +123,7 @@ static CU_LAUNCH_HOST_FUNC_V2: DriverFn<AnyFn> = unsafe {
         c"cuLaunchHostFunc_v2",
         c"cuLaunchHostFunc",
         13010,
+        13020,
         Some(PerThreadVariant {
             version: 13010,
             symbol: c"cuLaunchHostFunc_v2_ptsz",
@@ -133,6 +135,7 @@ static CU_MADE_UP: DriverFn<AnyFn> = unsafe {
     DriverFn::new(
         c"cuNoSuchFunction",
         c"cuNoSuchFunction",
+        13000,
         13000,
         None,
         || &CU_MADE_UP,
@@ -828,11 +831,13 @@ fn driver_resolution() -> Outcome {
         other => panic!("{other:?}"),
     }
     match CU_LAUNCH_HOST_FUNC_V2.address() {
-        Ok(_) => check!(version >= 13010, "{version}"),
+        // ABI 13010, first declared by the 13.2 header: refused below 13.2 (a 13.1 driver would
+        // answer with the three-argument function).
+        Ok(_) => check!(version >= 13020, "{version}"),
         Err(e @ Error::Unavailable { .. }) => {
-            check!(version < 13010, "{version}: {e}");
+            check!(version < 13020, "{version}: {e}");
             let text = e.to_string();
-            check!(text.starts_with("cuLaunchHostFunc_v2 is not available: it needs CUDA 13.1, the installed driver (libcuda.so.1) is CUDA "), "{text}");
+            check!(text.starts_with("cuLaunchHostFunc_v2 is not available: it needs CUDA 13.2, the installed driver (libcuda.so.1) is CUDA "), "{text}");
             println!("{text}");
         }
         Err(e) => panic!("{e}"),

@@ -450,12 +450,13 @@ mod tests {
             ))
             .unwrap()
         };
-        let own = file(r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, None, || &cuInit) }"#);
+        let own =
+            file(r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, 2000, None, || &cuInit) }"#);
         assert_eq!(entry_point_violations(&own), []);
         for wrong in [
-            r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, None, || &cuLaunchHostFunc) }"#,
+            r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, 2000, None, || &cuLaunchHostFunc) }"#,
             r#"unsafe { RuntimeFn::new(c"cuInit", 13, None, 2000, || &super::cuInit) }"#,
-            r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, None, |_| &cuInit) }"#,
+            r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, 2000, None, |_| &cuInit) }"#,
         ] {
             let v = entry_point_violations(&file(wrong));
             assert_eq!(v.len(), 1, "{wrong}: {v:?}");

@@ -27,7 +27,7 @@ mod wheel;
 
 use std::path::{Path, PathBuf};
 
-use crate::history::RuntimeHistory;
+use crate::history::History;
 use crate::target::Ctk;
 
 pub use error::InputError;
@@ -60,8 +60,11 @@ pub struct Inputs {
     /// The runtime functions declared by `cuda_runtime_api.h` of every pinned target of the
     /// major older than this one, and of these headers: where each runtime function's minimum
     /// version comes from.
-    pub runtime_history: RuntimeHistory,
-    /// Where the older runtime headers came from: one line per header, `<wheel>:<path>` and the
+    pub runtime_history: History,
+    /// The driver ABIs declared by `cudaTypedefs.h` of the same targets: where each driver
+    /// function's minimum driver comes from, where it is newer than its ABI version.
+    pub driver_history: History,
+    /// Where the older headers came from: one line per header, `<wheel>:<path>` and the
     /// header's SHA-256 (checked against the hash-checked wheel's RECORD).
     pub history_source: Vec<Provenance>,
     /// The libclang bindgen loads.
@@ -80,10 +83,11 @@ impl Inputs {
             Some(dir) => local_headers(ctk, dir)?,
             None => pinned_headers(config, ctk)?,
         };
-        let (runtime_history, history_source) = runtime_history(config, &headers)?;
+        let (runtime_history, driver_history, history_source) = histories(config, &headers)?;
         Ok(Inputs {
             headers,
             runtime_history,
+            driver_history,
             history_source,
             libclang: libclang(config)?,
         })
@@ -98,41 +102,53 @@ impl Inputs {
     }
 }
 
-/// The [`RuntimeHistory`] of `headers`' major: `cuda_runtime_api.h` of every target the lock pins
-/// of that major and older than `headers.ctk` (read from its hash-checked headers wheel, the one
-/// file checked against the wheel's RECORD, nothing unpacked), then `headers`' own; with one
-/// provenance line per older header.
-pub fn runtime_history(
+/// The runtime and driver [`History`] of `headers`' major: `cuda_runtime_api.h` and
+/// `cudaTypedefs.h` of every target the lock pins of that major and older than `headers.ctk`
+/// (read from its hash-checked headers wheel, each file checked against the wheel's RECORD,
+/// nothing unpacked), then `headers`' own; with one provenance line per older header.
+pub fn histories(
     config: &InputConfig,
     headers: &Headers,
-) -> Result<(RuntimeHistory, Vec<Provenance>), InputError> {
+) -> Result<(History, History, Vec<Provenance>), InputError> {
     let ctk = headers.ctk;
     let (headers_dir, _, _) = layout(ctk)?;
     let fetcher = Fetcher::pinned(config);
-    let mut texts = Vec::new();
-    let mut source = Vec::new();
+    let (mut runtime, mut driver, mut source) = (Vec::new(), Vec::new(), Vec::new());
     for older in config.lock.targets() {
         if older.major() != ctk.major() || older >= ctk {
             continue;
         }
         let spec = &config.lock.target(older)?.headers;
         let (mut wheel, entry) = fetcher.wheel(spec, &config.cache)?;
-        let path = format!("{headers_dir}/cuda_runtime_api.h");
-        let bytes = wheel.read_file(&path)?;
-        source.push(Provenance {
-            sha256: sha256_hex(&bytes),
-            file: format!("{}:{path}", entry.file),
-            ..entry.provenance()
-        });
-        texts.push((older, String::from_utf8_lossy(&bytes).into_owned()));
+        for (name, texts) in [
+            ("cuda_runtime_api.h", &mut runtime),
+            ("cudaTypedefs.h", &mut driver),
+        ] {
+            let path = format!("{headers_dir}/{name}");
+            let bytes = wheel.read_file(&path)?;
+            source.push(Provenance {
+                sha256: sha256_hex(&bytes),
+                file: format!("{}:{path}", entry.file),
+                ..entry.provenance()
+            });
+            texts.push((older, String::from_utf8_lossy(&bytes).into_owned()));
+        }
     }
-    let own = files::read_regular(
-        &headers.runtime_api_h,
-        "replace it with the header of the toolkit",
-    )?;
-    texts.push((ctk, String::from_utf8_lossy(&own).into_owned()));
-    let history = RuntimeHistory::of(texts.iter().map(|(ctk, text)| (*ctk, text.as_str())));
-    Ok((history, source))
+    for (path, texts) in [
+        (&headers.runtime_api_h, &mut runtime),
+        (&headers.typedefs_h, &mut driver),
+    ] {
+        let own = files::read_regular(path, "replace it with the header of the toolkit")?;
+        texts.push((ctk, String::from_utf8_lossy(&own).into_owned()));
+    }
+    fn of(texts: &[(Ctk, String)]) -> impl Iterator<Item = (Ctk, &str)> {
+        texts.iter().map(|(ctk, text)| (*ctk, text.as_str()))
+    }
+    Ok((
+        History::runtime(of(&runtime)),
+        History::driver(of(&driver)),
+        source,
+    ))
 }
 
 /// One pinned wheel and the part of it generation reads.

@@ -115,6 +115,11 @@ pub struct Function {
     /// declaration's signature. Runtime: the CUDA version of the first pinned runtime header of
     /// the target's major that declares it ([`crate::history`]), the runtime the user needs.
     pub version: u32,
+    /// The oldest CUDA version whose library can be shown to have the function. Runtime: its
+    /// `version`. Driver: its ABI `version`, or where the first header of the major that
+    /// declares that ABI is newer (`cuLaunchHostFunc_v2`, ABI 13010, first in 13.2's
+    /// `cudaTypedefs.h`), that header's version ([`crate::history`]).
+    pub needs: u32,
     /// The per-thread-default-stream variant, if the function has one.
     pub per_thread: Option<PerThreadVariant>,
     /// The parameters, in order.

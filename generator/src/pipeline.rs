@@ -111,7 +111,10 @@ fn model_from(config: &Config, inputs: &Inputs) -> Result<Model, GenerateError> 
         &headers,
         &config.driver_list,
         &config.runtime_list,
-        &inputs.runtime_history,
+        reader::Histories {
+            runtime: &inputs.runtime_history,
+            driver: &inputs.driver_history,
+        },
     )?)
 }
 

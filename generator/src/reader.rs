@@ -18,7 +18,7 @@ use quote::ToTokens;
 
 use crate::Ctk;
 use crate::allowlist::DenyList;
-use crate::history::RuntimeHistory;
+use crate::history::History;
 use crate::model::{Api, ApiModel, Declared, Function, Model, Param, PerThreadVariant, TypeDef};
 
 mod fixup;
@@ -103,13 +103,23 @@ pub enum ReadError {
     },
 }
 
+/// The runtime and driver [`History`] of a target's major (see [`crate::history`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Histories<'a> {
+    /// Where each runtime function's version comes from.
+    pub runtime: &'a History,
+    /// Where a driver function's minimum driver comes from, where newer than its ABI version.
+    pub driver: &'a History,
+}
+
 /// Reads both APIs of one target into a model; each runtime function's version is the first
-/// target of `history` that declares it.
+/// target of the runtime history that declares it, and each driver function's minimum driver
+/// the first of the driver history that declares its ABI, where newer than that ABI's number.
 pub fn read(
     headers: &HeaderSet,
     driver: &DenyList,
     runtime: &DenyList,
-    history: &RuntimeHistory,
+    history: Histories<'_>,
 ) -> Result<Model, ReadError> {
     let driver = read_api(headers, Api::Driver, driver, history)?;
     let runtime = read_api(headers, Api::Runtime, runtime, history)?;
@@ -230,7 +240,7 @@ fn read_api(
     headers: &HeaderSet,
     api: Api,
     list: &DenyList,
-    history: &RuntimeHistory,
+    history: Histories<'_>,
 ) -> Result<ApiModel, ReadError> {
     let (builder, macros) = builder(headers, api, list);
     let text = run_bindgen(builder, headers.ctk, api)?;
@@ -362,7 +372,7 @@ fn function(
     api: Api,
     decl: syn::ForeignItemFn,
     lookup: &Lookup<'_>,
-    history: &RuntimeHistory,
+    history: Histories<'_>,
 ) -> Result<Function, ReadError> {
     let declared = decl.sig.ident.to_string();
     let params: Vec<Param> = decl
@@ -443,7 +453,7 @@ fn function(
     }
     fn_aliases.sort();
 
-    let (base, version, per_thread) = match api {
+    let (base, version, needs, per_thread) = match api {
         Api::Driver => {
             // A declaration without a `_vN` suffix whose suffixed twin is declared too (12.9's
             // `cuEventElapsedTime` beside `cuEventElapsedTime_v2`) is the oldest ABI of its base:
@@ -455,12 +465,32 @@ fn function(
             });
             let (base, version) = abi_version(&declared, &params, lookup, oldest)?;
             let per_thread = per_thread_version(&declared, &base, &params, lookup);
-            (base, version, per_thread)
+            // The oldest driver that can be shown to have these ABIs: the first header of the
+            // major that declares their typedefs, where newer than the ABI's number. The history
+            // holds this major's headers only, so an ABI of an older major keeps its number.
+            let first = |typedef: String, abi: u32| {
+                history
+                    .driver
+                    .first(&typedef)
+                    .filter(|first| {
+                        first.major() == ctk.major() && abi / 1000 == ctk.major() && *first <= ctk
+                    })
+                    .map(|first| first.cuda_version())
+                    .filter(|first| *first > abi)
+            };
+            let mut needs = first(format!("PFN_{base}_v{version}"), version).unwrap_or(version);
+            if let Some(v) = &per_thread {
+                let twin = v.symbol.rsplit('_').next().unwrap_or_default();
+                let later = first(format!("PFN_{base}_v{}_{twin}", v.version), v.version);
+                needs = needs.max(later.unwrap_or(version));
+            }
+            (base, version, needs, per_thread)
         }
         Api::Runtime => {
             // The runtime exports carry no ABI version: what a function needs is the first
             // runtime of the major that declares it (see crate::history).
             let needs = history
+                .runtime
                 .first(&name)
                 .filter(|first| first.major() == ctk.major() && *first <= ctk)
                 .ok_or_else(|| ReadError::NoHistory {
@@ -472,7 +502,7 @@ fn function(
                 symbol,
                 version: needs,
             });
-            (name.clone(), needs, per_thread)
+            (name.clone(), needs, needs, per_thread)
         }
     };
 
@@ -481,6 +511,7 @@ fn function(
         aliases: fn_aliases,
         base,
         version,
+        needs,
         per_thread,
         params,
         ret,

@@ -385,6 +385,18 @@ impl VisitMut for ConvertDocs<'_> {
 
 /// Where a function is resolved from, for its docs.
 fn resolution(api: Api, f: &Function) -> String {
+    let from = resolved_from(api, f);
+    match api {
+        Api::Driver if f.needs > f.version => format!(
+            "{from}, on a driver of CUDA {}.{} or newer (the first whose `cudaTypedefs.h` declares that ABI; an older one is refused, since it may answer with an older ABI of the name)",
+            f.needs / 1000,
+            f.needs % 1000 / 10
+        ),
+        _ => from,
+    }
+}
+
+fn resolved_from(api: Api, f: &Function) -> String {
     match (api, &f.per_thread) {
         (Api::Driver, None) => format!("`cuGetProcAddress(\"{}\", {})`", f.base, f.version),
         (Api::Driver, Some(pt)) => format!(
@@ -464,6 +476,7 @@ struct Filler {
     params: Vec<(syn::Ident, syn::Type)>,
     ret: Option<syn::Type>,
     version: u32,
+    needs: u32,
     major: u32,
     per_thread: Option<syn::Expr>,
 }
@@ -481,6 +494,7 @@ impl Filler {
             params: Vec::new(),
             ret: Some(status),
             version: 0,
+            needs: 0,
             major: 0,
             per_thread: None,
         }
@@ -510,6 +524,7 @@ impl Filler {
                 .collect(),
             ret: Some(f.ret.clone()),
             version: f.version,
+            needs: f.needs,
             major: model.ctk.major(),
             per_thread: Some(per_thread),
         }
@@ -615,6 +630,9 @@ impl VisitMut for Filler {
         if let syn::Expr::Path(p) = &*e {
             let replacement: Option<syn::Expr> = if Self::is_placeholder(&p.path, "__VERSION__") {
                 let v = syn::LitInt::new(&self.version.to_string(), Span::call_site());
+                Some(syn::parse_quote!(#v))
+            } else if Self::is_placeholder(&p.path, "__NEEDS__") {
+                let v = syn::LitInt::new(&self.needs.to_string(), Span::call_site());
                 Some(syn::parse_quote!(#v))
             } else if Self::is_placeholder(&p.path, "__MAJOR__") {
                 let v = syn::LitInt::new(&self.major.to_string(), Span::call_site());

@@ -122,13 +122,15 @@ fn typedefs(text: &str, plain: &BTreeMap<String, String>) -> BTreeMap<String, Ve
 }
 
 /// One driver wrapper as the generated file spells its entry point: `DriverFn::new(c"<name>",
-/// c"<base>", <version>, None | Some(PerThreadVariant { version, symbol }))`, and the arity of
+/// c"<base>", <version>, <needs>, None | Some(PerThreadVariant { version, symbol }))`, and the arity of
 /// its function-pointer type.
 #[derive(Debug)]
 struct Wrapper {
     name: String,
     base: String,
     version: u32,
+    /// The oldest driver shown to have the ABI (the first header declaring it).
+    needs: u32,
     per_thread: Option<PerThreadVariant>,
     arity: usize,
 }
@@ -173,7 +175,7 @@ fn wrappers(file: &syn::File) -> Vec<Wrapper> {
             .map(str::to_owned)
             .collect();
         let cstr = |a: &str| a.trim_start_matches('c').trim_matches('"').to_owned();
-        let per_thread = match args.get(3).map(String::as_str) {
+        let per_thread = match args.get(4).map(String::as_str) {
             Some("None") => None,
             Some("Some") => {
                 let at = |key: &str| {
@@ -193,10 +195,12 @@ fn wrappers(file: &syn::File) -> Vec<Wrapper> {
             s.ident,
             args[2]
         );
+        assert!(number.is_match(&args[3]), "{}: needs {}", s.ident, args[3]);
         out.push(Wrapper {
             name: cstr(&args[0]),
             base: cstr(&args[1]),
             version: args[2].parse().unwrap(),
+            needs: args[3].parse().unwrap(),
             per_thread,
             arity,
         });
@@ -354,7 +358,7 @@ fn every_driver_wrapper_has_the_legacy_and_per_thread_versions_of_cuda_typedefs_
             names, declared,
             "CTK {ctk}: wrappers against the declarations of cuda.h"
         );
-        let mut with_variant = 0;
+        let (mut with_variant, mut later) = (0, 0);
         let mut mismatches = Vec::new();
         for w in &wrappers {
             let twin = !w.name.contains("_v")
@@ -364,6 +368,13 @@ fn every_driver_wrapper_has_the_legacy_and_per_thread_versions_of_cuda_typedefs_
                         .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
                 });
             mismatches.extend(legacy_mismatches(w, &all, twin));
+            if w.needs < w.version {
+                mismatches.push(format!(
+                    "{}: needs a {} driver, older than its ABI {}",
+                    w.name, w.needs, w.version
+                ));
+            }
+            later += usize::from(w.needs > w.version);
             let expected = expected_per_thread(w, &all);
             with_variant += usize::from(expected.is_some());
             if w.per_thread != expected {
@@ -386,7 +397,7 @@ fn every_driver_wrapper_has_the_legacy_and_per_thread_versions_of_cuda_typedefs_
             wrappers.len()
         );
         eprintln!(
-            "CTK {ctk}: {} driver wrappers checked against {}, {with_variant} with a per-thread variant",
+            "CTK {ctk}: {} driver wrappers checked against {}, {with_variant} with a per-thread variant, {later} needing a newer driver than their ABI number",
             wrappers.len(),
             header.display()
         );

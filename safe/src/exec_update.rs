@@ -198,7 +198,7 @@ fn hold_in(graph: &Graph, store: &Arc<Store>) -> Result<GraphExec, Error> {
 /// exec.launch(&stream)?;
 /// exec.set_host_node(node, || println!("from the next launch on"))?; // no re-instantiation
 /// exec.launch_completion(&stream)?.await?; // a Future: the launch is done
-/// stream.launch_with_sync_mode(HostSyncMode::SpinWait, || {})?; // needs a CUDA 13.1 driver
+/// stream.launch_with_sync_mode(HostSyncMode::SpinWait, || {})?; // needs a CUDA 13.2 driver
 /// # Ok(()) }
 /// ```
 ///

@@ -38,7 +38,7 @@
 //! it calls, and what a driver lacks is found at run time, where it is used:
 //!
 //! - Host sync modes (`cuLaunchHostFunc_v2`, a host node's `syncMode`): the installed driver's
-//!   version is asked once (`cuDriverGetVersion`); below CUDA 13.1 the calls that take a mode
+//!   version is asked once (`cuDriverGetVersion`); below CUDA 13.2 the calls that take a mode
 //!   return [`Error::SyncModeUnavailable`] ([`SyncModeMissing::Driver`]).
 //! - The capture of a stream (`cuStreamGetCaptureInfo_v3`, CUDA 12.3; the newest headers no
 //!   longer declare `_v2`): on an older driver `Stream::launch_fn` asks `cuStreamIsCapturing`

@@ -2,7 +2,7 @@
 //! (`CUhostTaskSyncMode`, taken by `cuLaunchHostFunc_v2` and by a host node's
 //! `CUDA_HOST_NODE_PARAMS_v2`); closures with one, on a stream and as graph host nodes; and why
 //! a mode can be unavailable: the installed driver, asked at run time (`cuDriverGetVersion`),
-//! is older than CUDA 13.1. (Or the bindings the layer is compiled over lack the declarations,
+//! is older than CUDA 13.2, the first whose headers declare `cuLaunchHostFunc_v2`. (Or the bindings the layer is compiled over lack the declarations,
 //! where the newest target listed predates CTK 13.2: no target this repository lists.)
 
 use std::fmt;
@@ -14,7 +14,7 @@ use crate::{CaptureStatus, Error, Graph, GraphNode, Stream, host_v2, sys};
 
 /// How the CUDA thread that runs a host function waits for host work (`CUhostTaskSyncMode`).
 ///
-/// Only a driver of CUDA 13.1 or newer takes a sync mode (`cuLaunchHostFunc_v2`, a host node's
+/// Only a driver of CUDA 13.2 or newer takes a sync mode (`cuLaunchHostFunc_v2`, a host node's
 /// `syncMode`); the safe layer asks the installed driver's version when a mode is first passed.
 /// With an older driver the calls that take one return [`Error::SyncModeUnavailable`](crate::Error::SyncModeUnavailable)
 /// and drop the closure uncalled; the fallback is the caller's to choose: the calls without a
@@ -39,9 +39,12 @@ impl HostSyncMode {
     }
 }
 
-/// The first CUDA version whose driver takes a sync mode: the ABI version of
-/// `cuLaunchHostFunc_v2` in `cudaTypedefs.h` (`PFN_cuLaunchHostFunc_v13010`).
-pub const SYNC_MODE_DRIVER_VERSION: u32 = 13010;
+/// The first CUDA version whose driver can be shown to take a sync mode: the first whose
+/// `cudaTypedefs.h` declares `cuLaunchHostFunc_v2` (`PFN_cuLaunchHostFunc_v13010`, in 13.2's
+/// header first). Its ABI number says 13.1, but a 13.1 driver asked for that ABI hands back the
+/// three-argument function, which drops the mode; and a host node's `syncMode` is declared from
+/// the same headers on. The raw `cuLaunchHostFunc_v2` refuses the same drivers.
+pub const SYNC_MODE_DRIVER_VERSION: u32 = 13020;
 
 /// What is missing for a sync mode (see [`Error::SyncModeUnavailable`](crate::Error::SyncModeUnavailable)).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -149,7 +152,7 @@ impl Stream {
     /// (never seen), the error is returned and the closure, which may still be called, is leaked.
     ///
     /// Refused, dropping `f` uncalled, with [`Error::SyncModeUnavailable`] where the installed
-    /// driver is older than CUDA 13.1 (checked at run time); the fallback is yours to choose,
+    /// driver is older than CUDA 13.2 (checked at run time); the fallback is yours to choose,
     /// e.g. [`Stream::launch`], which blocks:
     ///
     /// ```no_run
@@ -195,7 +198,7 @@ impl Graph {
     /// (`cuGraphAddNode` with `CUDA_HOST_NODE_PARAMS_v2`; every unused byte zero).
     ///
     /// `f` is owned as with [`Graph::add_host_node`]. Refused, dropping `f` uncalled, with
-    /// [`Error::SyncModeUnavailable`] where the installed driver is older than CUDA 13.1;
+    /// [`Error::SyncModeUnavailable`] where the installed driver is older than CUDA 13.2;
     /// [`Graph::add_host_node`] is the blocking fallback.
     pub fn add_host_node_with_sync_mode<F>(
         &self,
@@ -237,7 +240,7 @@ mod tests {
             &SyncModeMissing::Driver { found: 13000 },
         );
         assert!(old.starts_with("HostSyncMode::SpinWait needs cuLaunchHostFunc_v2"));
-        assert!(old.contains("from a CUDA 13.1 driver"), "{old}");
+        assert!(old.contains("from a CUDA 13.2 driver"), "{old}");
         assert!(old.contains("the installed driver is CUDA 13.0"), "{old}");
         assert!(
             old.contains("fall back to the calls without a sync mode"),

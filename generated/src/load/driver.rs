@@ -148,6 +148,14 @@ impl Driver {
         }
     }
 
+    /// `Ok` if the driver is CUDA `needs` or newer, else `function`'s [`Error::Unavailable`].
+    pub(super) fn require(&'static self, function: &'static str, needs: u32) -> Result<(), Error> {
+        match self.version() {
+            Ok(found) if found < needs => Err(self.unavailable(function, needs)),
+            _ => Ok(()),
+        }
+    }
+
     fn unavailable(&'static self, function: &'static str, needs: u32) -> Error {
         Error::Unavailable {
             api: Api::Driver,

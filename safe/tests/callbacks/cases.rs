@@ -353,7 +353,7 @@ fn sync_modes_on_this_driver() -> Outcome {
         if let Some(message) = &message {
             expect_eq(
                 &format!("{mode:?}: the error names the version needed ({message})"),
-                message.contains("from a CUDA 13.1 driver"),
+                message.contains("from a CUDA 13.2 driver"),
                 true,
             )?;
         }
