@@ -76,9 +76,9 @@ fn stub() -> Option<(MutexGuard<'static, ()>, &'static Stub)> {
         let stub = Stub {
             lib: unsafe { libloading::Library::new(&path) }.unwrap(),
         };
-        // A 13.1 driver, which takes sync modes (cuLaunchHostFunc_v2), before anything asks
+        // A 13.2 driver, which takes sync modes (cuLaunchHostFunc_v2), before anything asks
         // (entry points resolve once per process).
-        stub.control(b"hostcb_stub_set_driver_version\0", 13010);
+        stub.control(b"hostcb_stub_set_driver_version\0", 13020);
         Some(stub)
     });
     match stub {
@@ -153,7 +153,7 @@ fn a_failed_context_drops_every_closure_once_and_synchronize_names_it() {
             missing: SyncModeMissing::Target { .. },
             ..
         }) => false,
-        Err(e) => panic!("launch_with_sync_mode on a 13.1 driver: {e}"),
+        Err(e) => panic!("launch_with_sync_mode on a 13.2 driver: {e}"),
     };
     let per_round = if sync_mode { 3 } else { 2 };
     for i in 0..10 {
@@ -386,5 +386,66 @@ fn a_graph_only_loop_destroys_what_its_callbacks_drop() {
     println!(
         "graph-only loop over the stub: {LAUNCHES} launches, each stream its host node dropped \
          destroyed before the next launch, within {slowest:?} at most, with no other call"
+    );
+}
+
+/// Records its drop and the thread it ran on.
+struct Kept(Arc<Mutex<Vec<Option<String>>>>);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        let name = std::thread::current().name().map(str::to_owned);
+        self.0.lock().unwrap().push(name);
+    }
+}
+
+/// `Graph::keep` and `Stream::keep_in_capture`: the value lives while a graph, clone or
+/// executable holds it, and is dropped once after the last, on the reaper thread; a stream that
+/// is not capturing refuses, dropping the value at once.
+#[test]
+fn graphs_keep_any_value_until_their_last_holder_goes() {
+    let Some((_lock, _stub)) = stub() else { return };
+    let ctx = Context::primary(0).unwrap();
+    ctx.make_current().unwrap();
+    let stream = Stream::new(&ctx).unwrap();
+    let drops = Arc::new(Mutex::new(Vec::new()));
+    let dropped = || drops.lock().unwrap().len();
+
+    let graph = Graph::new(&ctx).unwrap();
+    graph.keep(Kept(Arc::clone(&drops))).unwrap();
+    let (first, second) = (graph.instantiate().unwrap(), graph.instantiate().unwrap());
+    drop(graph);
+    first.launch(&stream).unwrap();
+    drop(first);
+    wait_for_drops().unwrap();
+    assert_eq!(dropped(), 0, "the second executable still holds the value");
+    drop(second);
+    wait_for_drops().unwrap();
+    assert_eq!(dropped(), 1, "dropped once, after the last holder");
+
+    stream
+        .begin_capture(cuda_hostcb_safe::CaptureMode::Global)
+        .unwrap();
+    stream.keep_in_capture(Kept(Arc::clone(&drops))).unwrap();
+    let captured = stream.end_capture().unwrap();
+    wait_for_drops().unwrap();
+    assert_eq!(dropped(), 1, "the captured graph holds the value");
+    drop(captured);
+    wait_for_drops().unwrap();
+    assert_eq!(dropped(), 2);
+
+    assert!(matches!(
+        stream.keep_in_capture(Kept(Arc::clone(&drops))),
+        Err(Error::NotCapturing)
+    ));
+    assert_eq!(dropped(), 3, "refused, and dropped at once");
+    let threads = drops.lock().unwrap().clone();
+    assert_eq!(
+        threads[..2],
+        [
+            Some(REAPER_THREAD_NAME.to_owned()),
+            Some(REAPER_THREAD_NAME.to_owned())
+        ],
+        "dropped on the reaper thread"
     );
 }

@@ -292,7 +292,7 @@ pub(crate) unsafe fn guard_call<F: FnMut() + Send + 'static>(status: u32, data: 
 /// A closure boxed for any number of calls, as a host function, its user data and the
 /// destructor a user object calls once no graph, executable or launch needs it any more.
 ///
-/// Dropping it before [`hand_over`](Self::hand_over) drops the closure uncalled.
+/// Dropping it before [`into_parts`](Self::into_parts) drops the closure uncalled.
 pub(crate) struct Shared {
     call: HostFn,
     destroy: HostFn,
@@ -311,16 +311,13 @@ impl Shared {
         }
     }
 
-    /// The host function, the destructor and the user data to give CUDA.
+    /// The host function, the destructor, the drop here (of a closure never handed to CUDA) and
+    /// the user data, the box given up: the caller disposes of it through one of the two.
     #[inline]
-    pub(crate) fn parts(&self) -> (HostFn, HostFn, *mut c_void) {
-        (self.call, self.destroy, self.data)
-    }
-
-    /// A user object owns the closure now; its destructor drops it.
-    #[inline]
-    pub(crate) fn hand_over(self) {
+    pub(crate) fn into_parts(self) -> (HostFn, HostFn, unsafe fn(*mut c_void), *mut c_void) {
+        let parts = (self.call, self.destroy, self.discard, self.data);
         std::mem::forget(self);
+        parts
     }
 }
 
@@ -333,7 +330,10 @@ impl Drop for Shared {
 
 /// Drops a box of an `F` (one never handed to CUDA, on the thread that made it, or one the
 /// reaper drops).
-unsafe fn discard<F>(data: *mut c_void) {
+///
+/// # Safety
+/// `data` is a `Box<F>` the caller owns, given up.
+pub(crate) unsafe fn discard<F>(data: *mut c_void) {
     // SAFETY: the caller passes the pointer of a `Box<F>` it owns.
     drop(unsafe { Box::from_raw(data.cast::<F>()) });
 }
@@ -352,8 +352,8 @@ pub(crate) unsafe extern "C" fn call_shared<F: Fn() + Send + Sync>(data: *mut c_
     }
 }
 
-/// The user-object destructor of a closure, once the last holder is gone: hands it to the
-/// reaper, which drops it on a program thread.
+/// The user-object destructor of a closure (or of any value a graph keeps), once the last
+/// holder is gone: hands it to the reaper, which drops it on a program thread.
 ///
 /// # Safety
 /// `data` is a `Box<F>` made by [`Shared::new`]; called once, after every call.
@@ -599,8 +599,7 @@ mod tests {
             let _keep = &tally;
             c.fetch_add(1, Ordering::SeqCst);
         });
-        let (call, destroy, data) = shared.parts();
-        shared.hand_over();
+        let (call, destroy, _, data) = shared.into_parts();
         for _ in 0..1000 {
             unsafe { call(data) };
         }
@@ -629,8 +628,7 @@ mod tests {
         assert!(!in_callback(), "the marker is cleared after a panic");
 
         let shared = Shared::new(|| panic!("shared failure"));
-        let (call, destroy, data) = shared.parts();
-        shared.hand_over();
+        let (call, destroy, _, data) = shared.into_parts();
         unsafe { call(data) };
         unsafe { call(data) };
         unsafe { destroy(data) };
@@ -645,8 +643,7 @@ mod tests {
         let shared = Shared::new(move || {
             let _keep = &loud;
         });
-        let (call, destroy, data) = shared.parts();
-        shared.hand_over();
+        let (call, destroy, _, data) = shared.into_parts();
         unsafe { call(data) };
         unsafe { destroy(data) };
         crate::wait_for_drops().unwrap();

@@ -18,6 +18,9 @@ pub enum Error {
     /// The stream's capture sequence was invalidated by an earlier failure.
     CaptureInvalidated,
 
+    /// `Stream::keep_in_capture` was called on a stream that is not capturing a graph.
+    NotCapturing,
+
     /// `UpdatableExec::launch` was given a stream that is capturing a graph: the captured launch
     /// would run whenever that graph runs, outside the order of launches and updates on which
     /// the executable's store decides when a replaced closure may go.
@@ -103,6 +106,10 @@ impl fmt::Display for Error {
                 "UpdatableExec::launch was given a stream that is capturing a graph, which would \
                  replay the launch later, past the updates that free its closures; launch it on a \
                  stream that is not capturing, or capture the launches of a GraphExec",
+            ),
+            Error::NotCapturing => f.write_str(
+                "Stream::keep_in_capture was called on a stream that is not capturing a graph; \
+                 call it between begin_capture and end_capture, or keep the value with Graph::keep",
             ),
             Error::CaptureInvalidated => f.write_str(
                 "the stream's capture was invalidated by an earlier failed call; end the capture, \

@@ -14,11 +14,11 @@ use std::any::Any;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::ptr;
 use std::sync::Arc;
 
 use crate::callback::{self, HostFn, Shared, call_shared};
 use crate::context::push;
+use crate::graph::give_to_graph;
 use crate::panic::{PanicStage, report};
 use crate::store;
 use crate::{Context, Graph, GraphExec, GraphNode, Stream, host_v2, sync_mode, sys};
@@ -140,37 +140,13 @@ where
 /// copies the reference and the graph lets its own go.
 fn hold_in(graph: &Graph, store: &Arc<Store>) -> Result<GraphExec, Error> {
     let keep = Arc::clone(store);
-    let shared = Shared::new(move || {
+    let (_, destroy, discard, data) = Shared::new(move || {
         let _keep = &keep;
-    });
-    let (_, destroy, data) = shared.parts();
-    let mut object: sys::CUuserObject = ptr::null_mut();
-    // SAFETY: `destroy` drops exactly the box behind `data`, once, when the count reaches 0; if
-    // the call fails, `shared` still owns the box and drops it.
-    unsafe {
-        sys::cuUserObjectCreate(
-            &mut object,
-            data,
-            Some(destroy),
-            1,
-            sys::CUuserObject_flags::CU_USER_OBJECT_NO_DESTRUCTOR_SYNC.0,
-        )?
-    };
-    shared.hand_over();
-    // SAFETY: `object` is live and this thread owns its one reference, which MOVE transfers.
-    let moved = unsafe {
-        sys::cuGraphRetainUserObject(
-            graph.as_raw(),
-            object,
-            1,
-            sys::CUuserObjectRetain_flags::CU_GRAPH_USER_OBJECT_MOVE.0,
-        )
-    };
-    if let Err(e) = moved {
-        // SAFETY: the reference is still ours.
-        let _ = unsafe { sys::cuUserObjectRelease(object, 1) };
-        return Err(e.into());
-    }
+    })
+    .into_parts();
+    // SAFETY: `destroy` (the reaper's drop) and `discard` (a drop here) each drop the box behind
+    // `data` once; it was given up.
+    let object = unsafe { give_to_graph(graph.as_raw(), data, destroy, discard)? };
     let exec = graph.instantiate();
     // SAFETY: the graph holds the one reference moved into it above.
     let released = unsafe { sys::cuGraphReleaseUserObject(graph.as_raw(), object, 1) };

@@ -4,75 +4,48 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::ptr;
 
-use crate::callback::{self, HostFn, Shared};
+use crate::callback::{self, HostFn, Shared, discard, drop_shared};
 use crate::context::push;
 use crate::deferred::{self, Handle};
 use crate::sys;
 use crate::{Context, Stream};
 use crate::{Error, arena};
 
-/// Hands a closure to a CUDA user object (destructor: drop the closure; flag
-/// `CU_USER_OBJECT_NO_DESTRUCTOR_SYNC`) and moves that reference into `graph`
-/// (`CU_GRAPH_USER_OBJECT_MOVE`). Returns the host function and user data for the node.
+/// Gives `data` to a new CUDA user object (destructor `destroy`, flag
+/// `CU_USER_OBJECT_NO_DESTRUCTOR_SYNC`) and moves that object's one reference into `graph`
+/// (`CU_GRAPH_USER_OBJECT_MOVE`); returns the object. The one place a value of this crate is
+/// handed to a graph: host nodes' closures, a capture's arena, an updatable executable's store,
+/// and any value kept by [`Graph::keep`].
 ///
-/// From then on CUDA decides when the closure goes: clones and executables of the graph copy
-/// the reference, launches hold it until they finish, and the destructor runs once, after the
-/// last of them.
-#[inline]
-pub(super) fn attach(graph: sys::CUgraph, shared: Shared) -> Result<(HostFn, *mut c_void), Error> {
-    let (call, destroy, data) = shared.parts();
+/// From then on CUDA decides when the value goes: clones and executables of the graph copy the
+/// reference, launches hold it until they finish, and the destructor runs once, after the last
+/// of them. If the object cannot be made, `discard(data)` disposes of the value here; if the
+/// reference cannot be moved, releasing it runs the destructor.
+///
+/// # Safety
+/// `destroy(data)` (on CUDA's thread, or here) and `discard(data)` (here) each dispose of what
+/// `data` owns, and exactly one of them runs, once; the caller gives `data` up.
+pub(super) unsafe fn give_to_graph(
+    graph: sys::CUgraph,
+    data: *mut c_void,
+    destroy: HostFn,
+    discard: unsafe fn(*mut c_void),
+) -> Result<sys::CUuserObject, Error> {
     let mut object: sys::CUuserObject = ptr::null_mut();
-    // SAFETY: `destroy` drops exactly the box behind `data`, once, when the count reaches 0. If
-    // the call fails, `shared` still owns the box and drops it.
-    unsafe {
+    // SAFETY: `destroy` disposes of `data` once, when the count reaches 0 (the caller's
+    // contract).
+    let made = unsafe {
         sys::cuUserObjectCreate(
             &mut object,
             data,
             Some(destroy),
             1,
             sys::CUuserObject_flags::CU_USER_OBJECT_NO_DESTRUCTOR_SYNC.0,
-        )?
-    };
-    shared.hand_over();
-    // SAFETY: `object` is live and this thread owns its one reference, which MOVE transfers.
-    let moved = unsafe {
-        sys::cuGraphRetainUserObject(
-            graph,
-            object,
-            1,
-            sys::CUuserObjectRetain_flags::CU_GRAPH_USER_OBJECT_MOVE.0,
-        )
-    };
-    if let Err(e) = moved {
-        // The reference is still ours: releasing it lets the destructor drop the closure.
-        // SAFETY: we own one reference.
-        let _ = unsafe { sys::cuUserObjectRelease(object, 1) };
-        return Err(e.into());
-    }
-    Ok((call, data))
-}
-
-/// Makes a user object own `arena` (destructor: `arena::drop_arena`; flag
-/// `CU_USER_OBJECT_NO_DESTRUCTOR_SYNC`) and moves it into `graph`. On failure the arena has been
-/// disposed of: dropped here, or by the destructor when the reference is released.
-#[cold]
-#[inline(never)]
-pub(super) fn own_arena(graph: sys::CUgraph, arena: *mut c_void) -> Result<(), Error> {
-    let mut object: sys::CUuserObject = ptr::null_mut();
-    // SAFETY: `drop_arena` drops exactly the arena behind `arena`, once, when the count reaches
-    // 0. If the call fails, no user object owns it: it is dropped right after.
-    let made = unsafe {
-        sys::cuUserObjectCreate(
-            &mut object,
-            arena,
-            Some(arena::drop_arena),
-            1,
-            sys::CUuserObject_flags::CU_USER_OBJECT_NO_DESTRUCTOR_SYNC.0,
         )
     };
     if let Err(e) = made {
-        // SAFETY: the arena is still ours, and empty (dropped here, on a program thread).
-        unsafe { arena::drop_arena_now(arena) };
+        // SAFETY: no user object owns `data`: it is disposed of here, once.
+        unsafe { discard(data) };
         return Err(e.into());
     }
     // SAFETY: `object` is live and this thread owns its one reference, which MOVE transfers.
@@ -85,12 +58,42 @@ pub(super) fn own_arena(graph: sys::CUgraph, arena: *mut c_void) -> Result<(), E
         )
     };
     if let Err(e) = moved {
-        // The reference is still ours: releasing it lets the destructor drop the arena.
+        // The reference is still ours: releasing it lets the destructor dispose of `data`.
         // SAFETY: we own one reference.
         let _ = unsafe { sys::cuUserObjectRelease(object, 1) };
         return Err(e.into());
     }
-    Ok(())
+    Ok(object)
+}
+
+/// Hands a closure to a user object moved into `graph` ([`give_to_graph`]); returns the host
+/// function and user data for the node.
+#[inline]
+pub(super) fn attach(graph: sys::CUgraph, shared: Shared) -> Result<(HostFn, *mut c_void), Error> {
+    let (call, destroy, discard, data) = shared.into_parts();
+    // SAFETY: `destroy` (the reaper's drop) and `discard` (a drop here) each drop the box behind
+    // `data` once; `shared` gave it up.
+    unsafe { give_to_graph(graph, data, destroy, discard)? };
+    Ok((call, data))
+}
+
+/// Makes a user object moved into `graph` own `arena` ([`give_to_graph`]). On failure the arena
+/// has been disposed of: dropped here, or by the destructor when the reference is released.
+#[cold]
+#[inline(never)]
+pub(super) fn own_arena(graph: sys::CUgraph, arena: *mut c_void) -> Result<(), Error> {
+    // SAFETY: `drop_arena` (through the reaper) and `drop_arena_now` (here; the arena is still
+    // empty) each drop the arena once.
+    unsafe { give_to_graph(graph, arena, arena::drop_arena, arena::drop_arena_now) }.map(|_| ())
+}
+
+/// Moves `value` into a user object held by `graph` ([`give_to_graph`]): dropped by the reaper
+/// thread after the last holder is gone, or here if the object cannot be made.
+pub(super) fn keep_in<T: Send + 'static>(graph: sys::CUgraph, value: T) -> Result<(), Error> {
+    let data = Box::into_raw(Box::new(value)).cast::<c_void>();
+    // SAFETY: `drop_shared::<T>` hands the box to the reaper, `discard::<T>` drops it here; each
+    // drops it once, and nothing else uses it.
+    unsafe { give_to_graph(graph, data, drop_shared::<T>, discard::<T>) }.map(|_| ())
 }
 
 /// A CUDA graph (`CUgraph`), destroyed on drop; its host nodes own their closures.
@@ -204,6 +207,26 @@ impl Graph {
         let deps = self.raw_dependencies(dependencies)?;
         // SAFETY: the caller's contract covers `f` and `user_data`.
         unsafe { self.add_host(&deps, f, user_data) }
+    }
+
+    /// Keeps `value` alive for as long as this graph, its clones, every executable made from
+    /// them and every launch of those can use it: a buffer a kernel node reads, a pinned host
+    /// array a copy node writes, anything its nodes point into. The program may drop its own
+    /// handles of the graph at once; `value` is dropped once, after the last of them, on the
+    /// reaper thread (never on one of CUDA's), as a host node's closure is.
+    ///
+    /// ```no_run
+    /// # fn run(ctx: &cuda_hostcb_safe::Context) -> Result<(), cuda_hostcb_safe::Error> {
+    /// let graph = cuda_hostcb_safe::Graph::new(ctx)?;
+    /// let input: Vec<u8> = vec![0; 4096]; // ... something the graph's nodes read ...
+    /// graph.keep(input)?;
+    /// let exec = graph.instantiate()?;
+    /// drop(graph); // the executable keeps the value
+    /// # Ok(()) }
+    /// ```
+    pub fn keep<T: Send + 'static>(&self, value: T) -> Result<(), Error> {
+        callback::enter("Graph::keep")?;
+        keep_in(self.raw, value)
     }
 
     /// Copies the graph (`cuGraphClone`); the copy holds its own references to the closures.

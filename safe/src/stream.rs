@@ -197,6 +197,25 @@ impl Stream {
         }
     }
 
+    /// While the stream captures a graph, keeps `value` alive for as long as the captured graph,
+    /// its clones, every executable made from them and every launch of those can use it (as
+    /// [`Graph::keep`] does for a graph): a buffer a captured kernel reads, say, which the
+    /// program may then drop its own handle of. Dropped once, by the reaper thread, after the
+    /// last of them. [`Error::NotCapturing`] (and `value` dropped here) on a stream that is not
+    /// capturing.
+    pub fn keep_in_capture<T: Send + 'static>(&self, value: T) -> Result<(), Error> {
+        callback::enter("Stream::keep_in_capture")?;
+        let (status, _, graph) = self.capture()?;
+        if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE || graph.is_null()
+        {
+            return Err(match CaptureStatus::from_raw(status.0) {
+                CaptureStatus::Invalidated => Error::CaptureInvalidated,
+                _ => Error::NotCapturing,
+            });
+        }
+        crate::graph::keep_in(graph, value)
+    }
+
     /// Enqueues `f(user_data)` unchanged (`cuLaunchHostFunc`), the raw path: no box, no
     /// trampoline, no capture check.
     ///

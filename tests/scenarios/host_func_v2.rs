@@ -1,10 +1,10 @@
 //! Scenario 8: the newer API on an older driver. Where the target declares
-//! `cuLaunchHostFunc_v2` / `cudaLaunchHostFunc_v2` (13.1+, so only the 13.5 target), the test
-//! calls it with each sync mode the target declares. What must happen follows from the versions
-//! the test reads first: with a 13.1+ driver (and, for the runtime API, a 13.1+ runtime) the
-//! host function runs once per mode; where the driver (or runtime) predates 13.1 the call
-//! returns exactly the typed [`Error::Unavailable`], naming the function, 13.1 and the version
-//! found, and nothing runs.
+//! `cuLaunchHostFunc_v2` / `cudaLaunchHostFunc_v2` (first in the 13.2 headers, so only the 13.5
+//! target), the test calls it with each sync mode the target declares. What must happen follows
+//! from the versions the test reads first: with a 13.2+ driver (and, for the runtime API, a
+//! 13.2+ runtime) the host function runs once per mode; where the driver (or runtime) predates
+//! 13.2 the call returns exactly the typed [`Error::Unavailable`], naming the function, 13.2
+//! and the version found, and nothing runs.
 //!
 //! [`Error::Unavailable`]: cuda_hostcb::Error::Unavailable
 
@@ -20,8 +20,10 @@ use crate::binding::{Api, HostFuncV2};
 use crate::check::{Checker, During, Failure, Mismatches, Ran, wrong_expectations};
 use crate::resources::{Context, Stream};
 
-/// The driver ABI version of the `_v2` launch (13.1: `PFN_cuLaunchHostFunc_v13010`).
-pub const NEEDS: u32 = 13010;
+/// The driver the `_v2` launch needs: 13.2, the first whose `cudaTypedefs.h` declares
+/// `PFN_cuLaunchHostFunc_v13010` (its ABI number says 13.1; a 13.1 driver that lacks it answers
+/// with the three-argument function, so the loader refuses drivers below 13.2).
+pub const NEEDS: u32 = 13020;
 /// The first runtime that has `cudaLaunchHostFunc_v2`: the 13.2 header is the first to declare it
 /// (the 13.1 header lacks it), whatever the driver ABI version says.
 pub const RUNTIME_NEEDS: u32 = 13020;
@@ -302,7 +304,17 @@ mod tests {
             vec![unavailable_driver()]
         );
         assert_eq!(
-            expected(Api::Driver, f, 13010, None).outcomes,
+            expected(Api::Driver, f, 13010, None).outcomes[0],
+            Outcome::Unavailable {
+                api: ErrorApi::Driver,
+                function: f.to_owned(),
+                needs: NEEDS,
+                found: Some(13010),
+                library_file: "libcuda.so.1".to_owned(),
+            }
+        );
+        assert_eq!(
+            expected(Api::Driver, f, 13020, None).outcomes,
             vec![Outcome::Ok]
         );
         let rt = Api::Runtime { major: 13 };
@@ -368,7 +380,7 @@ mod tests {
         assert_eq!(
             check(&want, &seen(Outcome::Ok, 1)).unwrap_err().to_string(),
             "cuLaunchHostFunc_v2 with CU_HOST_TASK_BLOCKING (driver 13000): expected \
-             Unavailable { cuLaunchHostFunc_v2, driver, needs 13010, found Some(13000), in \
+             Unavailable { cuLaunchHostFunc_v2, driver, needs 13020, found Some(13000), in \
              libcuda.so.1 }, seen success; host-function calls with CU_HOST_TASK_BLOCKING: \
              expected 0, seen 1"
         );
