@@ -9,6 +9,7 @@ use std::time::Duration;
 use cuda_hostcb_safe::{CaptureMode, REAPER_THREAD_NAME, overflowed_drops, wait_for_drops};
 use libtest_mimic::{Failed, Trial};
 
+use crate::kept;
 use crate::support::{
     Case, Gpu, Outcome, Watchdog, done, expect_eq, expect_that, gpu_trial, wait_until,
 };
@@ -65,27 +66,39 @@ pub fn trials(gpu: &Gpu) -> Vec<Trial> {
             .into_iter()
             .map(|(name, case)| gpu_trial(gpu, name, case)),
     );
+    let kept: [(&str, Case); 2] = [
+        ("graph_keeps_the_buffer_its_kernel_node_reads", || {
+            kept::trial(kept::Way::Node)
+        }),
+        ("graph_keeps_the_buffer_its_captured_kernel_reads", || {
+            kept::trial(kept::Way::Capture)
+        }),
+    ];
+    trials.extend(
+        kept.into_iter()
+            .map(|(name, case)| gpu_trial(gpu, name, case)),
+    );
     trials
 }
 
 /// What the closures and their buffers recorded.
 #[derive(Default)]
-struct Log {
-    calls: AtomicUsize,
-    drops: AtomicUsize,
-    frees_ok: AtomicUsize,
+pub(crate) struct Log {
+    pub(crate) calls: AtomicUsize,
+    pub(crate) drops: AtomicUsize,
+    pub(crate) frees_ok: AtomicUsize,
     /// The codes of failed frees.
-    frees_failed: Mutex<Vec<u32>>,
+    pub(crate) frees_failed: Mutex<Vec<u32>>,
     /// Drops on the reaper thread, on another named (program) thread, on an unnamed one
     /// (CUDA's threads are not named by Rust).
-    on_reaper: AtomicUsize,
-    on_program: AtomicUsize,
-    on_unnamed: AtomicUsize,
+    pub(crate) on_reaper: AtomicUsize,
+    pub(crate) on_program: AtomicUsize,
+    pub(crate) on_unnamed: AtomicUsize,
 }
 
 /// 2 MiB of device memory, freed in `Drop` with its context made current there.
-struct Buffer {
-    ptr: sys::CUdeviceptr,
+pub(crate) struct Buffer {
+    pub(crate) ptr: sys::CUdeviceptr,
     ctx: sys::CUcontext,
     log: Arc<Log>,
 }
@@ -96,7 +109,7 @@ unsafe impl Send for Buffer {}
 unsafe impl Sync for Buffer {}
 
 impl Buffer {
-    fn new(ctx: &safe::Context, log: &Arc<Log>) -> Result<Buffer, Failed> {
+    pub(crate) fn new(ctx: &safe::Context, log: &Arc<Log>) -> Result<Buffer, Failed> {
         let mut ptr: sys::CUdeviceptr = 0;
         unsafe { sys::cuMemAlloc(&mut ptr, BYTES) }?;
         Ok(Buffer {
@@ -145,7 +158,7 @@ fn owning(buffer: Buffer) -> impl Fn() + Send + Sync + 'static {
     }
 }
 
-fn current() -> Result<safe::Context, Failed> {
+pub(crate) fn current() -> Result<safe::Context, Failed> {
     let ctx = safe::Context::primary(0)?;
     ctx.make_current()?;
     Ok(ctx)

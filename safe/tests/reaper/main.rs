@@ -6,6 +6,9 @@
 //! comes back (`cuMemGetInfo`), every count is exact, and nothing deadlocks (a watchdog ends
 //! the process after 120 s).
 //!
+//! The `graph_keeps_*` trials (`kept.rs`) move a buffer that a kernel reads into the graph
+//! (`Graph::keep`, `Stream::keep_in_capture`): freed once, on the reaper, after the executable.
+//!
 //! The `teardown_*` trials (`teardown.rs`) drop a handle inside a callback right before the
 //! program's last context handle, for hundreds of rounds in a child process: the handle's
 //! destruction must come before the context's release.
@@ -17,6 +20,7 @@
 mod support;
 
 mod cases;
+mod kept;
 mod teardown;
 
 fn main() {
