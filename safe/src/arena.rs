@@ -18,9 +18,16 @@
 //!   (`cuda.h`: "All operations other than destroy and node removal are permitted on the graph
 //!   while the capture sequence is in progress"). A capture that an error invalidates may lose its
 //!   graph early, but it never reports itself active again, and the arena is used only while
-//!   `cuStreamGetCaptureInfo` reports the capture active. So while `cuStreamGetCaptureInfo` reports the remembered id as active,
-//!   the remembered arena is alive; a stale pair (its capture ended, its graph maybe destroyed)
-//!   never matches again and is never dereferenced.
+//!   `cuStreamGetCaptureInfo` reports the capture active. So while `cuStreamGetCaptureInfo`
+//!   reports the remembered id as active, the remembered arena is alive; a stale pair (its
+//!   capture ended, its graph maybe destroyed) never matches again and is never dereferenced.
+//! - The window this tolerates: from that check to the closure's write and its
+//!   `cuLaunchHostFunc`, the capture must stay active. No call of this crate can end it in
+//!   between (a `Stream` is not `Sync`, and the check, the write and the launch are one call);
+//!   another thread that ended it through the raw stream (`Stream::as_raw`) and destroyed its
+//!   graph in that window would free the arena under the write, which is why a stream another
+//!   thread launches into must not be ended behind its back (`Stream::borrow_raw`'s contract
+//!   says the same of captures begun or joined).
 //! - Closures never move: a block is never reallocated, and a closure too large for a block
 //!   gets a box of its own. Each closure's record starts with its destructor, so the arena's
 //!   drop walks the records in capture order and drops each closure once.

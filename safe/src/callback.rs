@@ -142,8 +142,8 @@ unsafe fn drop_cell<F>(data: *mut c_void) {
     unsafe { record::free_record(data.cast::<StreamCell<F>>()) };
 }
 
-/// The body of a `cuStreamAddCallback` callback for a [`OneShot`] of `F` (each target module
-/// wraps it in an `extern "C"` function of its own `CUstreamCallback` type): runs the closure if
+/// The body of a `cuStreamAddCallback` callback for a [`OneShot`] of `F` (`stream.rs` wraps it
+/// in an `extern "C"` function of the bindings' `CUstreamCallback` type): runs the closure if
 /// `status` is success, else records the skip; then hands the closure to the reaper and
 /// releases the book.
 ///
@@ -260,8 +260,8 @@ pub(crate) unsafe extern "C" fn guarded_call<F: FnMut() + Send + 'static>(data: 
     unsafe { (*cell).called.store(true, Ordering::Release) };
 }
 
-/// The body of the guard's `cuStreamAddCallback` callback (each target module wraps it in an
-/// `extern "C"` function of its own `CUstreamCallback` type): records the closure as skipped
+/// The body of the guard's `cuStreamAddCallback` callback (`sync_mode.rs` wraps it in an
+/// `extern "C"` function of the bindings' `CUstreamCallback` type): records the closure as skipped
 /// when its host function did not run it (CUDA passes the context's error then), hands the
 /// closure to the reaper and releases the book.
 ///

@@ -32,7 +32,7 @@ pub(crate) const fn leaves_context_unusable(code: u32) -> bool {
     )
 }
 
-/// The sticky codes above, for each target module to check against its own constants.
+/// The sticky codes above, which `stream.rs` checks against the bindings' constants.
 pub(crate) const STICKY: [u32; 11] = [226, 700, 702, 710, 714, 715, 716, 717, 718, 719, 911];
 
 /// The outcome of a stream synchronisation (`result`, of `cuStreamSynchronize`), with the

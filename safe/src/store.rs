@@ -1,4 +1,4 @@
-//! The bookkeeping of an updatable executable's closures (`UpdatableExec` in the target modules):
+//! The bookkeeping of an updatable executable's closures (`UpdatableExec`, `exec_update.rs`):
 //! which closure each node runs now, and which replaced ones a launch may still call.
 //! Model-checked with loom (`cargo xtask loom`, `tests/loom`), which compiles this file.
 //!

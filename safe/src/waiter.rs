@@ -1,6 +1,6 @@
 //! What a completion future shares with whoever finds its work done, and the waiter: a thread of
 //! this crate that watches the completions still pending after their spin (see
-//! `target/completion.rs`), without spinning itself.
+//! `completion.rs`), without spinning itself.
 //!
 //! A future first checks its event on the awaiting task, as a blocking wait checks on the
 //! waiting thread; if the work is not done within [`COMPLETION_SPIN`] of its first poll, it hands the
