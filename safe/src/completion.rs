@@ -135,7 +135,7 @@ impl Drop for Mark {
 
 impl Mark {
     /// Destroys the event (not known done, or dropped inside a callback), with the context's
-    /// retain carried into the destruction (see `crate::deferral`).
+    /// retain carried into the destruction (see `crate::protocol::deferral`).
     #[cold]
     #[inline(never)]
     fn destroy_event(&mut self) {

@@ -216,7 +216,7 @@ impl Context {
 /// A program's context handle runs the destructions that callbacks deferred before it goes, and
 /// waits for those another thread is running, so that when it is the last one, they have given
 /// back their retains and the release runs here and now, after them; and so that the owner of
-/// a borrowed context may destroy it once the drop returns (`crate::deferral`).
+/// a borrowed context may destroy it once the drop returns (`crate::protocol::deferral`).
 impl Drop for Context {
     #[inline]
     fn drop(&mut self) {
@@ -249,7 +249,7 @@ impl Drop for Inner {
         }
         let events = Handle::new(events);
         // The release: no destruction of this context's handles is left to run after it, since
-        // each holds a retain (`crate::deferral`).
+        // each holds a retain (`crate::protocol::deferral`).
         deferred::destroy((), move || {
             let (raw, events) = (raw.into_inner(), events.into_inner());
             let mut popped: sys::CUcontext = ptr::null_mut();

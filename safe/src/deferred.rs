@@ -1,4 +1,4 @@
-//! Handle destructions, deferred out of CUDA callbacks ([`crate::deferral`] holds the protocol
+//! Handle destructions, deferred out of CUDA callbacks ([`crate::protocol::deferral`] holds the protocol
 //! and the argument for its order).
 //!
 //! Inside a callback no CUDA call is permitted, so a handle dropped there (by a closure's body)
@@ -10,7 +10,7 @@
 //! carries a raw handle into such a destruction, which may run on another thread.
 
 use crate::callback::in_callback;
-use crate::deferral::Deferral;
+use crate::protocol::deferral::Deferral;
 
 /// Runs the deferred destructions if any wait; the second half of [`crate::callback::enter`]
 /// (the caller has checked that the thread is not in a callback). Inlined: one atomic load.
@@ -40,7 +40,7 @@ pub(crate) fn reap() {
 }
 
 /// Waits until no other thread runs deferred destructions, then runs those that wait (outside
-/// callbacks only): the drop of a program's context handle ([`crate::deferral`]).
+/// callbacks only): the drop of a program's context handle ([`crate::protocol::deferral`]).
 #[inline(always)]
 pub(crate) fn settle() {
     // The atomic load first: it is all a drop pays when nothing waits or runs.

@@ -20,7 +20,7 @@ use crate::callback::{self, HostFn, Shared, call_shared};
 use crate::context::push;
 use crate::graph::give_to_graph;
 use crate::panic::{PanicStage, report};
-use crate::store;
+use crate::protocol::store;
 use crate::{Context, Graph, GraphExec, GraphNode, Stream, host_v2, sync_mode, sys};
 use crate::{Error, HostSyncMode};
 
@@ -74,7 +74,7 @@ impl<G> Drop for Owned<G> {
 /// What owns a closure in the store.
 type Owner = Box<dyn Any + Send + Sync>;
 /// The closures of one executable that a launch may still call (the protocol:
-/// [`crate::store`]).
+/// [`crate::protocol::store`]).
 type Store = store::Store<Owner>;
 type Held = store::Held<Owner>;
 

@@ -161,24 +161,20 @@
 //! state is checked and used in one step); `Context` is both.
 
 mod arena;
-mod backlog;
-mod book;
 mod callback;
 mod capture;
 mod completion;
 mod context;
-mod deferral;
 mod deferred;
 mod error;
 mod exec_update;
 mod graph;
 mod interop;
 mod panic;
+mod protocol;
 mod reaper;
 mod record;
-mod signal;
 mod sticky;
-mod store;
 mod stream;
 mod sync;
 mod sync_mode;

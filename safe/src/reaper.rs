@@ -20,7 +20,7 @@
 //! - It also runs the handle destructions that callbacks deferred ([`crate::deferred`]), when a
 //!   deferral wakes it and before each park, so that they do not wait for the program's next
 //!   call. Each carries its context's retain, so its order against the context's release holds
-//!   on this thread as on any other ([`crate::deferral`]).
+//!   on this thread as on any other ([`crate::protocol::deferral`]).
 //! - [`wait_for_drops`] waits until every closure handed over so far is dropped;
 //!   [`pending_drops`] counts those not yet dropped. Neither sees closures that CUDA still holds
 //!   (pending launches, graphs and executables not yet destroyed).
@@ -33,9 +33,9 @@ use std::sync::OnceLock;
 use std::thread::{self, Thread};
 
 use crate::Error;
-use crate::backlog::Backlog;
 use crate::callback;
 use crate::panic::{PanicStage, report};
+use crate::protocol::backlog::Backlog;
 
 /// How many closures may wait for the reaper at once; see the module documentation for what
 /// happens beyond.
@@ -70,7 +70,7 @@ impl Job {
 
 /// A reaper: its backlog and its thread (one per process, [`REAPER`]; tests make their own).
 pub(crate) struct Reaper {
-    /// The hand-off (model-checked on its own: [`crate::backlog`]).
+    /// The hand-off (model-checked on its own: [`crate::protocol::backlog`]).
     backlog: Backlog<Job>,
     thread: OnceLock<Option<Thread>>,
     name: &'static str,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::Error;
-pub(crate) use crate::book::Book;
+pub(crate) use crate::protocol::book::Book;
 
 /// How long a failed synchronisation waits for CUDA to make the stream's remaining callbacks
 /// (with the error), so that the count it reports is whole.

@@ -1,7 +1,7 @@
 //! The synchronisation primitives the concurrent protocols use: the standard library's here.
 //!
-//! The protocol modules ([`crate::backlog`], [`crate::deferral`], [`crate::book`],
-//! [`crate::signal`], [`crate::store`]) take every lock, atomic and thread operation from
+//! The protocol modules ([`crate::protocol::backlog`], [`crate::protocol::deferral`], [`crate::protocol::book`],
+//! [`crate::protocol::signal`], [`crate::protocol::store`]) take every lock, atomic and thread operation from
 //! `crate::sync`. The model-checking crate `tests/loom` compiles those same files against a facade
 //! of the same shape that, under `--cfg loom`, gives loom's primitives instead, so that loom
 //! explores the interleavings of the code that runs here (see `docs/testing.md`).

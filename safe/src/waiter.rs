@@ -6,11 +6,11 @@
 //! waiting thread; if the work is not done within [`COMPLETION_SPIN`] of its first poll, it hands the
 //! event to the waiter and sleeps until woken. The waiter asks each pending event once per sweep
 //! (`cuEventQuery`, on this thread, never on one of CUDA's), then sleeps for a time that doubles
-//! from [`FIRST_PAUSE`](crate::signal::FIRST_PAUSE) to
-//! [`LAST_PAUSE`](crate::signal::LAST_PAUSE) while nothing resolves, and parks without a
+//! from [`FIRST_PAUSE`](crate::protocol::signal::FIRST_PAUSE) to
+//! [`LAST_PAUSE`](crate::protocol::signal::LAST_PAUSE) while nothing resolves, and parks without a
 //! time-out while nothing is pending. A future dropped after the hand-over is forgotten at the
 //! next sweep (its event destroyed there); one dropped before costs nothing at all. The
-//! protocol of the hand-over, the sweep and the wake-up is [`crate::signal`]'s.
+//! protocol of the hand-over, the sweep and the wake-up is [`crate::protocol::signal`]'s.
 
 use std::sync::{Arc, OnceLock};
 use std::task::Waker;
@@ -18,7 +18,7 @@ use std::thread::{self, Thread};
 use std::time::Duration;
 
 use crate::Error;
-use crate::signal::{self, Signal, Sweeper};
+use crate::protocol::signal::{self, Signal, Sweeper};
 
 /// How long a future checks its work on the awaiting task (woken again at once while the work
 /// is pending) before it hands the work to the waiter thread.
@@ -35,7 +35,7 @@ pub const WAITER_THREAD_NAME: &str = "cuda-hostcb-waiter";
 pub(crate) type Check = signal::Check<cuda_hostcb::Error>;
 
 /// What a future and the waiter share: the outcome and the task to wake (the protocol:
-/// [`crate::signal`]).
+/// [`crate::protocol::signal`]).
 pub(crate) type Shared = Signal<cuda_hostcb::Error>;
 
 impl Shared {

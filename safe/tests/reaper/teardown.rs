@@ -1,5 +1,5 @@
 //! Handles dropped inside a callback right before the program drops its last context handle:
-//! every destruction must run before the context's release (`safe/src/deferral.rs`).
+//! every destruction must run before the context's release (`safe/src/protocol/deferral.rs`).
 //!
 //! Each trial runs this executable again as a child (`HOSTCB_TEARDOWN_CHILD=<kind>`), which
 //! repeats a round [`ROUNDS`] times (`HOSTCB_TEARDOWN_ROUNDS` to change it) and prints one

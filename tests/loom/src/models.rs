@@ -5,12 +5,12 @@
 use std::ffi::c_void;
 use std::task::{Wake, Waker};
 
-use crate::backlog::Backlog;
-use crate::book::Book;
-use crate::deferral::Deferral;
-use crate::signal::{Check, Signal, Sweeper, Watch};
+use crate::protocol::backlog::Backlog;
+use crate::protocol::book::Book;
+use crate::protocol::deferral::Deferral;
+use crate::protocol::signal::{Check, Signal, Sweeper, Watch};
+use crate::protocol::store::{Held, Store};
 use crate::slot::Slot;
-use crate::store::{Held, Store};
 use crate::sync::Arc;
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::thread;
