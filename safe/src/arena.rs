@@ -43,7 +43,8 @@ use std::mem::{MaybeUninit, align_of, size_of};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 
-use crate::callback::{HostFn, Inside, call_shared};
+use crate::callback::{HostFn, call_shared};
+use crate::inside::Inside;
 use crate::panic::{PanicStage, report};
 use crate::reaper;
 

@@ -1,13 +1,12 @@
-//! The trampolines CUDA calls for Rust closures, the marker that a thread is inside a callback,
-//! and the cells that carry closures to CUDA. The handle destructions deferred out of callbacks
-//! are [`crate::deferred`]'s.
+//! The trampolines CUDA calls for Rust closures, the entry check of every call, and the cells
+//! that carry closures to CUDA. Whether a thread is inside a callback is [`crate::inside`]'s;
+//! what callbacks leave to a program thread (closure drops, handle destructions), the reaper's.
 //!
 //! A trampoline is the `extern "C"` function CUDA calls with the boxed closure as user data. It
 //! marks the thread as inside a callback, catches any panic (reported through
 //! [`crate::panic`]), and never unwinds into the driver. No trampoline drops a closure: each
 //! hands it to the reaper ([`crate::reaper`]), which drops it on a program thread.
 
-use std::cell::Cell;
 use std::ffi::c_void;
 use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -15,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::Error;
-use crate::deferred;
+use crate::inside::{Inside, in_callback};
 use crate::panic::{PanicStage, report};
 use crate::reaper;
 use crate::record;
@@ -23,36 +22,6 @@ use crate::sticky::Book;
 
 /// The function type CUDA calls for a host function or a user-object destructor.
 pub(crate) type HostFn = unsafe extern "C" fn(*mut c_void);
-
-thread_local! {
-    /// How many trampolines are running on this thread (more than one only if a callback is
-    /// called from inside another, which CUDA does not do).
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Marks the current thread as inside a callback while it lives.
-pub(crate) struct Inside;
-
-impl Inside {
-    #[inline]
-    pub(crate) fn enter() -> Inside {
-        DEPTH.with(|d| d.set(d.get() + 1));
-        Inside
-    }
-}
-
-impl Drop for Inside {
-    #[inline]
-    fn drop(&mut self) {
-        DEPTH.with(|d| d.set(d.get() - 1));
-    }
-}
-
-/// Whether the current thread is running a callback or a destructor of this crate.
-#[inline]
-pub(crate) fn in_callback() -> bool {
-    DEPTH.with(|d| d.get() > 0)
-}
 
 /// The entry check of every public call that reaches CUDA: refused inside a callback; outside
 /// one, destructions deferred by callbacks run first.
@@ -64,7 +33,7 @@ pub(crate) fn enter(operation: &'static str) -> Result<(), Error> {
     if in_callback() {
         return Err(Error::InCallback { operation });
     }
-    deferred::reap_pending();
+    reaper::reap_pending();
     Ok(())
 }
 
@@ -386,9 +355,9 @@ mod tests {
     //! with the boxed closure as its user data.
 
     use super::*;
-    use crate::deferred::{deferred, destroy};
     use crate::panic::take_panic_hook;
     use crate::panic::tests::{HOOK_LOCK, recording_hook};
+    use crate::reaper::{deferred, destroy};
     use std::sync::Arc;
     use std::sync::Mutex;
     use std::sync::atomic::AtomicUsize;

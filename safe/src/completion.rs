@@ -38,7 +38,7 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Instant;
 
 use crate::callback;
-use crate::deferred::{self, Handle};
+use crate::reaper::{self, Handle};
 use crate::sticky::leaves_context_unusable;
 use crate::waiter::{self, Check, Shared, Watch};
 use crate::{CaptureStatus, Error};
@@ -144,7 +144,7 @@ impl Mark {
             Owner::Context(ctx) => Some(ctx),
             Owner::Raw(_) => None,
         };
-        deferred::destroy(retain, move || {
+        reaper::destroy(retain, move || {
             let (event, raw) = (event.into_inner(), raw.into_inner());
             // SAFETY: the event is ours; its context is alive (retained until this has run, or
             // borrowed: see `Owner`). CUDA releases a pending event once its work is done.
@@ -205,7 +205,7 @@ impl Completion {
             return shared.outcome().is_some();
         }
         match &self.mark {
-            Some(mark) if !callback::in_callback() => mark.check() != Check::Pending,
+            Some(mark) if !crate::inside::in_callback() => mark.check() != Check::Pending,
             _ => false,
         }
     }
@@ -226,7 +226,7 @@ impl Future for Completion {
         let Some(mark) = this.mark.as_mut() else {
             return Poll::Ready(Err(Error::CompletionAbandoned));
         };
-        if callback::in_callback() {
+        if crate::inside::in_callback() {
             return Poll::Ready(Err(Error::InCallback {
                 operation: "Completion::poll",
             }));

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::Error;
 use crate::callback;
-use crate::deferred::{self, CudaHandle, Handle};
+use crate::reaper::{self, CudaHandle, Handle};
 use crate::sys;
 
 // SAFETY: CUDA's opaque handles of the bindings: any thread may destroy them.
@@ -193,7 +193,7 @@ impl Context {
     #[inline(never)]
     fn destroy_event(&self, event: sys::CUevent) {
         let (event, raw) = (Handle::new(event), Handle::new(self.0.raw));
-        deferred::destroy(self.clone(), move || {
+        reaper::destroy(self.clone(), move || {
             let mut popped: sys::CUcontext = ptr::null_mut();
             // SAFETY: a done event of this context, which the destruction's owner retains.
             unsafe {
@@ -220,7 +220,7 @@ impl Context {
 impl Drop for Context {
     #[inline]
     fn drop(&mut self) {
-        deferred::settle();
+        reaper::settle();
     }
 }
 
@@ -250,7 +250,7 @@ impl Drop for Inner {
         let events = Handle::new(events);
         // The release: no destruction of this context's handles is left to run after it, since
         // each holds a retain (`crate::protocol::deferral`).
-        deferred::destroy((), move || {
+        reaper::destroy((), move || {
             let (raw, events) = (raw.into_inner(), events.into_inner());
             let mut popped: sys::CUcontext = ptr::null_mut();
             // SAFETY: the context is still retained (or, borrowed, still alive); the pooled

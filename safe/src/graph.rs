@@ -6,7 +6,7 @@ use std::ptr;
 
 use crate::callback::{self, HostFn, Shared, discard, drop_shared};
 use crate::context::push;
-use crate::deferred::{self, Handle};
+use crate::reaper::{self, Handle};
 use crate::sys;
 use crate::{Context, Stream};
 use crate::{Error, arena};
@@ -324,7 +324,7 @@ impl Graph {
 impl Drop for Graph {
     fn drop(&mut self) {
         let raw = Handle::new(self.raw);
-        deferred::destroy(self.ctx.take(), move || {
+        reaper::destroy(self.ctx.take(), move || {
             // SAFETY: we own the graph. Its references to user objects go with it; clones and
             // executables keep their own.
             let _ = unsafe { sys::cuGraphDestroy(raw.into_inner()) };
@@ -358,7 +358,7 @@ impl GraphExec {
         // The one entry check without the deferred destructions (see the method's docs): a
         // thread-local test, then the call through cuGraphLaunch's entry point as the
         // function's last act (no stack frame).
-        if callback::in_callback() {
+        if crate::inside::in_callback() {
             return Err(Error::InCallback {
                 operation: "GraphExec::launch",
             });
@@ -421,7 +421,7 @@ impl GraphExec {
 impl Drop for GraphExec {
     fn drop(&mut self) {
         let raw = Handle::new(self.raw);
-        deferred::destroy(self.ctx.take(), move || {
+        reaper::destroy(self.ctx.take(), move || {
             // SAFETY: we own the executable; CUDA defers freeing it (and releasing its user
             // objects) until its launches have finished.
             let _ = unsafe { sys::cuGraphExecDestroy(raw.into_inner()) };

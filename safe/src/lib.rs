@@ -99,11 +99,12 @@
 //! | `Stream::launch_fn`, capturing stream | the capture's arena (`arena::Arena`), owned by a user object moved into the captured graph | after the last graph, clone, executable and launch holding it | the reaper |
 //! | `Graph::add_host_node` | a shared cell (`callback::Shared`), owned by a user object moved into the graph | as above | the reaper |
 //! | `UpdatableExec::set_host_node` | the executable's store (`exec_update`), held through a user object | once no launch can call it (replaced, or the executable gone) | the reaper |
+//! | `Graph::keep`, `Stream::keep_in_capture` (any `Send + 'static` value) | a box owned by a user object moved into the graph (`graph::give_to_graph`, as for every row above that names one) | after the last graph, clone, executable and launch holding it | the reaper |
 //! | `Stream::launch_raw`, `Graph::add_host_node_raw` | you | when you drop it | yours |
 //!
 //! A CUDA handle (stream, graph, executable, completion) dropped inside a closure is destroyed
 //! by the reaper thread, or by the next call of this crate from an ordinary thread if that
-//! comes first (`deferred`; any call but `GraphExec::launch`, whose fast path skips that
+//! comes first (`reaper`; any call but `GraphExec::launch`, whose fast path skips that
 //! check); one that the closure owns goes with the closure, on the reaper thread. Either way
 //! before its context's release: each destruction holds its context's retain until it has run,
 //! and the program's last `Context` handle runs the queue before it goes (`deferral`).
@@ -165,10 +166,10 @@ mod callback;
 mod capture;
 mod completion;
 mod context;
-mod deferred;
 mod error;
 mod exec_update;
 mod graph;
+mod inside;
 mod interop;
 mod panic;
 mod protocol;
@@ -184,6 +185,7 @@ pub use capture::{CaptureMode, CaptureStatus};
 pub use completion::Completion;
 pub use context::Context;
 pub use error::Error;
+pub use error::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 pub use exec_update::{NodeId, UpdatableExec};
 pub use graph::{Graph, GraphExec, GraphNode};
 pub use interop::BorrowedGraph;
@@ -192,7 +194,6 @@ pub use panic::{
 };
 pub use reaper::{BACKLOG, REAPER_THREAD_NAME, overflowed_drops, pending_drops, wait_for_drops};
 pub use stream::Stream;
-pub use sync_mode::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 pub use waiter::{COMPLETION_SPIN, WAITER_THREAD_NAME};
 
 /// Names the newest target's driver bindings [`sys`] and its CTK version `CTK`, and compiles

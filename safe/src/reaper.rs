@@ -17,10 +17,20 @@
 //! - The thread starts on first use and runs for the life of the process. It has no current
 //!   CUDA context: a `Drop` that calls CUDA makes its context current itself (as cudarc's types
 //!   do). Closures still waiting when the process exits are not dropped.
-//! - It also runs the handle destructions that callbacks deferred ([`crate::deferred`]), when a
+//! - It also runs the handle destructions that callbacks deferred ([`destroy`]), when a
 //!   deferral wakes it and before each park, so that they do not wait for the program's next
 //!   call. Each carries its context's retain, so its order against the context's release holds
 //!   on this thread as on any other ([`crate::protocol::deferral`]).
+//!
+//! # Handle destructions
+//!
+//! Inside a callback no CUDA call is permitted, so a handle dropped there (by a closure's body)
+//! is destroyed later: [`destroy`] queues its destruction and wakes the reaper thread, which runs
+//! the queue before it next parks; every call of this crate from an ordinary thread runs it too,
+//! first ([`crate::callback::enter`]; every public call but `GraphExec::launch`, whose fast path
+//! is the entry check alone). So a program that makes no other call (one that only replays
+//! graphs) still sees its handles destroyed. [`Handle`] carries a raw handle into such a
+//! destruction, which may run on another thread.
 //! - [`wait_for_drops`] waits until every closure handed over so far is dropped;
 //!   [`pending_drops`] counts those not yet dropped. Neither sees closures that CUDA still holds
 //!   (pending launches, graphs and executables not yet destroyed).
@@ -33,9 +43,10 @@ use std::sync::OnceLock;
 use std::thread::{self, Thread};
 
 use crate::Error;
-use crate::callback;
+use crate::inside::in_callback;
 use crate::panic::{PanicStage, report};
 use crate::protocol::backlog::Backlog;
+use crate::protocol::deferral::Deferral;
 
 /// How many closures may wait for the reaper at once; see the module documentation for what
 /// happens beyond.
@@ -135,13 +146,13 @@ impl Reaper {
     }
 
     /// The reaper thread's loop: take the whole backlog, drop it, and when there is none run
-    /// the handle destructions that callbacks deferred ([`crate::deferred`]) and park. A
+    /// the handle destructions that callbacks deferred ([`crate::reaper`]) and park. A
     /// deferral unparks the thread after queueing ([`wake`]), so none waits for a park that
     /// does not come.
     fn run(&self) {
         ON_REAPER.with(|on| on.set(true));
         let park = || {
-            crate::deferred::reap();
+            reap();
             thread::park();
         };
         self.backlog.serve(Job::run, park, || false);
@@ -206,7 +217,7 @@ pub(crate) fn drop_boxed<T: Send + 'static>(value: Box<T>) {
 /// ([`Error::OnReaperThread`]), where it could only wait for itself. Do not hold a lock that a
 /// closure's `Drop` takes while waiting.
 pub fn wait_for_drops() -> Result<(), Error> {
-    if callback::in_callback() {
+    if in_callback() {
         return Err(Error::InCallback {
             operation: "wait_for_drops",
         });
@@ -229,6 +240,82 @@ pub fn pending_drops() -> usize {
 /// reaper's backlog of [`BACKLOG`] was full or its thread could not be started.
 pub fn overflowed_drops() -> u64 {
     REAPER.overflowed()
+}
+
+// ---- handle destructions ------------------------------------------------------------------
+
+/// Runs the deferred destructions if any wait; the second half of [`crate::callback::enter`]
+/// (the caller has checked that the thread is not in a callback). Inlined: one atomic load.
+#[inline(always)]
+pub(crate) fn reap_pending() {
+    if DEFERRED.pending() {
+        DEFERRED.reap_now();
+    }
+}
+
+static DEFERRED: Deferral = Deferral::new();
+
+/// Runs `destroy` (which calls CUDA) and then drops `owner`, the retain of the handle's context
+/// (`Option<Context>`, or `()` for a handle that holds none): now, after the destructions
+/// deferred so far, or, inside a callback where CUDA calls are not permitted, on the reaper
+/// thread or the next call of this crate from an ordinary thread, whichever comes first. The
+/// context is released only once `owner` is dropped, so never before `destroy` has run.
+pub(crate) fn destroy<O: Send + 'static>(owner: O, destroy: impl FnOnce() + Send + 'static) {
+    if DEFERRED.destroy(in_callback(), owner, destroy) {
+        wake();
+    }
+}
+
+/// Runs the deferred destructions, in the order they were deferred (outside callbacks only).
+pub(crate) fn reap() {
+    DEFERRED.reap(in_callback());
+}
+
+/// Waits until no other thread runs deferred destructions, then runs those that wait (outside
+/// callbacks only): the drop of a program's context handle ([`crate::protocol::deferral`]).
+#[inline(always)]
+pub(crate) fn settle() {
+    // The atomic load first: it is all a drop pays when nothing waits or runs.
+    if DEFERRED.unsettled() && !in_callback() {
+        DEFERRED.settle_now();
+    }
+}
+
+/// How many destructions wait for an ordinary thread.
+#[cfg(test)]
+pub(crate) fn deferred() -> usize {
+    DEFERRED.len()
+}
+
+/// A raw CUDA handle type (a context, stream, event, graph or executable pointer of one target's
+/// bindings, or a collection of them) that CUDA lets any thread destroy.
+///
+/// # Safety
+///
+/// Implement it only for CUDA's opaque handle pointers (each target's `CUstream`, `CUgraph`, ...),
+/// which carry no thread affinity, and for owned collections of such handles: [`Handle`] sends
+/// it to whichever thread runs the destruction.
+pub(crate) unsafe trait CudaHandle {}
+
+// SAFETY: a vector owns its handles; sending it sends each of them.
+unsafe impl<T: CudaHandle> CudaHandle for Vec<T> {}
+
+/// A CUDA handle carried into a deferred destruction, which may run on another thread.
+pub(crate) struct Handle<T: CudaHandle>(T);
+
+// SAFETY: `T` is a CUDA handle type (see `CudaHandle`), which CUDA lets any thread destroy; a
+// `Handle` is only ever moved into the one destruction of its handle.
+unsafe impl<T: CudaHandle> Send for Handle<T> {}
+
+impl<T: CudaHandle> Handle<T> {
+    pub(crate) fn new(raw: T) -> Handle<T> {
+        Handle(raw)
+    }
+
+    /// The handle (a method, so that a closure captures the whole `Handle`, not its field).
+    pub(crate) fn into_inner(self) -> T {
+        self.0
+    }
 }
 
 #[cfg(test)]
@@ -355,7 +442,7 @@ pub(crate) mod tests {
 
     #[test]
     fn waiting_is_refused_inside_a_callback() {
-        let _inside = callback::Inside::enter();
+        let _inside = crate::inside::Inside::enter();
         assert!(matches!(
             wait_for_drops(),
             Err(Error::InCallback {

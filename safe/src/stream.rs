@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::Context;
 use crate::arena;
 use crate::callback::{self, OneShot, stream_call};
-use crate::deferred::{self, Handle};
 use crate::graph::{Graph, own_arena};
+use crate::reaper::{self, Handle};
 use crate::sticky::{self, Book};
 use crate::sys;
 use crate::{CaptureMode, CaptureStatus, Error};
@@ -360,7 +360,7 @@ impl Drop for Stream {
     fn drop(&mut self) {
         if self.owned {
             let raw = Handle::new(self.raw);
-            deferred::destroy(self.ctx.take(), move || {
+            reaper::destroy(self.ctx.take(), move || {
                 // SAFETY: we own the stream; CUDA finishes its pending work before freeing it.
                 let _ = unsafe { sys::cuStreamDestroy(raw.into_inner()) };
             });

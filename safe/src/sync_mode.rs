@@ -5,92 +5,12 @@
 //! is older than CUDA 13.2, the first whose headers declare `cuLaunchHostFunc_v2`. (Or the bindings the layer is compiled over lack the declarations,
 //! where the newest target listed predates CTK 13.2: no target this repository lists.)
 
-use std::fmt;
 use std::sync::OnceLock;
 
 use crate::callback::{self, Guarded, Shared};
+use crate::error::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 use crate::graph::attach;
 use crate::{CaptureStatus, Error, Graph, GraphNode, Stream, host_v2, sys};
-
-/// How the CUDA thread that runs a host function waits for host work (`CUhostTaskSyncMode`).
-///
-/// Only a driver of CUDA 13.2 or newer takes a sync mode (`cuLaunchHostFunc_v2`, a host node's
-/// `syncMode`); the safe layer asks the installed driver's version when a mode is first passed.
-/// With an older driver the calls that take one return [`Error::SyncModeUnavailable`](crate::Error::SyncModeUnavailable)
-/// and drop the closure uncalled; the fallback is the caller's to choose: the calls without a
-/// sync mode (`Stream::launch`, `Graph::add_host_node`) behave as [`Blocking`](Self::Blocking).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum HostSyncMode {
-    /// The thread blocks until host work is ready (`CU_HOST_TASK_BLOCKING`, CUDA's default).
-    #[default]
-    Blocking,
-    /// The thread spins until host work is ready (`CU_HOST_TASK_SPINWAIT`): lower latency, one
-    /// CPU core busy while it waits.
-    SpinWait,
-}
-
-impl HostSyncMode {
-    /// The `CUhostTaskSyncMode` value.
-    pub(crate) const fn raw(self) -> u32 {
-        match self {
-            HostSyncMode::Blocking => 0,
-            HostSyncMode::SpinWait => 1,
-        }
-    }
-}
-
-/// The first CUDA version whose driver can be shown to take a sync mode: the first whose
-/// `cudaTypedefs.h` declares `cuLaunchHostFunc_v2` (`PFN_cuLaunchHostFunc_v13010`, in 13.2's
-/// header first). Its ABI number says 13.1, but a 13.1 driver asked for that ABI hands back the
-/// three-argument function, which drops the mode; and a host node's `syncMode` is declared from
-/// the same headers on. The raw `cuLaunchHostFunc_v2` refuses the same drivers.
-pub const SYNC_MODE_DRIVER_VERSION: u32 = 13020;
-
-/// What is missing for a sync mode (see [`Error::SyncModeUnavailable`](crate::Error::SyncModeUnavailable)).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum SyncModeMissing {
-    /// The headers of the bindings the safe layer is compiled over (the newest target's) declare
-    /// neither `cuLaunchHostFunc_v2` nor a `syncMode` in `CUDA_HOST_NODE_PARAMS_v2`: a target
-    /// list whose newest target predates CTK 13.2.
-    Target {
-        /// The CTK version of those headers, e.g. `"12.9"`.
-        headers: &'static str,
-    },
-    /// The installed driver is older than [`SYNC_MODE_DRIVER_VERSION`].
-    Driver {
-        /// `cuDriverGetVersion`, e.g. 13000.
-        found: u32,
-    },
-}
-
-/// A CUDA version number (`13010`) as `13.1`.
-pub(crate) struct Version(pub(crate) u32);
-
-impl fmt::Display for Version {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.0 / 1000, (self.0 % 1000) / 10)
-    }
-}
-
-/// The message of [`Error::SyncModeUnavailable`](crate::Error::SyncModeUnavailable).
-pub(crate) fn unavailable(mode: HostSyncMode, missing: &SyncModeMissing) -> String {
-    let needs = Version(SYNC_MODE_DRIVER_VERSION);
-    let why = match missing {
-        SyncModeMissing::Target { headers } => format!(
-            "the safe layer was built over the CTK {headers} headers, which do not declare \
-             cuLaunchHostFunc_v2; build it over a target of CTK 13.2 or newer"
-        ),
-        SyncModeMissing::Driver { found } => format!(
-            "the installed driver is CUDA {}; install an NVIDIA driver for CUDA {needs} or newer",
-            Version(*found)
-        ),
-    };
-    format!(
-        "HostSyncMode::{mode:?} needs cuLaunchHostFunc_v2 or a host node with a sync mode, from a \
-         CUDA {needs} driver: {why}, or fall back to the calls without a sync mode \
-         (Stream::launch, Graph::add_host_node), which block"
-    )
-}
 
 /// The `cuStreamAddCallback` callback that guards a sync-mode closure (see
 /// `callback::guard_call`).
@@ -218,41 +138,5 @@ impl Graph {
         // adding the node fails, the graph still owns it and drops it with itself.
         let raw = unsafe { host_v2::add_node(self.as_raw(), &deps, call, data, mode.raw())? };
         Ok(GraphNode::of(raw, self))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn values_match_cuda_h() {
-        // `CU_HOST_TASK_BLOCKING = 0x0`, `CU_HOST_TASK_SPINWAIT = 0x1` (cuda.h, CTK 13.2 on).
-        assert_eq!(HostSyncMode::Blocking.raw(), 0);
-        assert_eq!(HostSyncMode::SpinWait.raw(), 1);
-        assert_eq!(HostSyncMode::default(), HostSyncMode::Blocking);
-    }
-
-    #[test]
-    fn the_message_names_the_version_needed_and_the_fallback() {
-        let old = unavailable(
-            HostSyncMode::SpinWait,
-            &SyncModeMissing::Driver { found: 13000 },
-        );
-        assert!(old.starts_with("HostSyncMode::SpinWait needs cuLaunchHostFunc_v2"));
-        assert!(old.contains("from a CUDA 13.2 driver"), "{old}");
-        assert!(old.contains("the installed driver is CUDA 13.0"), "{old}");
-        assert!(
-            old.contains("fall back to the calls without a sync mode"),
-            "{old}"
-        );
-        let target = unavailable(
-            HostSyncMode::Blocking,
-            &SyncModeMissing::Target { headers: "12.9" },
-        );
-        assert!(
-            target.contains("CTK 12.9 headers, which do not"),
-            "{target}"
-        );
     }
 }

@@ -1,4 +1,4 @@
-//! The protocol of handle destructions ([`crate::deferred`]): model-checked with loom
+//! The protocol of handle destructions ([`crate::reaper`]): model-checked with loom
 //! (`cargo xtask loom`, `tests/loom`), which compiles this file.
 //!
 //! Every destruction of a handle goes through [`Deferral::destroy`], with what keeps the
