@@ -201,6 +201,7 @@ static struct user_object *object_alloc(void) {
 }
 
 static void object_release(struct user_object *o, unsigned count) {
+  if (count == 0) return;  // a holder that released its references already
   if (count >= o->refs) {
     o->refs = 0;
     if (o->destroy) o->destroy(o->ptr);
@@ -545,16 +546,91 @@ EXPORT CUresult cuGraphDestroy(void *graph) {
 
 struct host_node_params { CUhostFn fn; void *data; };
 
+// The last host node's parameters as the caller handed them: the entry point, and the bytes of
+// its CUDA_HOST_NODE_PARAMS (16) or, inside a CUgraphNodeParams, of its CUDA_HOST_NODE_PARAMS_v2
+// (32: the widest any header declares, {fn, userData, syncMode, ctx}). A test compares them with
+// what the simulated driver's header declares (hostcb_stub_last_host_node).
+#define HOST_V2_BYTES 32
+static const char *last_host_entry = "";
+static unsigned char last_host_bytes[HOST_V2_BYTES];
+static int last_host_len;
+
+static void record_host(const char *entry, const void *bytes, int len) {
+  last_host_entry = entry;
+  memset(last_host_bytes, 0, sizeof last_host_bytes);
+  memcpy(last_host_bytes, bytes, (size_t)len);
+  last_host_len = len;
+}
+
+// The stub's own control, not a CUDA function: the last host node's entry point and bytes.
+EXPORT int hostcb_stub_last_host_node(const char **entry, const unsigned char **bytes) {
+  *entry = last_host_entry;
+  *bytes = last_host_bytes;
+  return last_host_len;
+}
+
+// CUgraphNodeParams: the node type, 3 reserved ints, then the union (the host node's
+// CUDA_HOST_NODE_PARAMS_v2 at its start).
+#define CU_GRAPH_NODE_TYPE_HOST 3
+struct graph_node_params { int type; int reserved0[3]; unsigned char params[232]; long long reserved2; };
+
 EXPORT CUresult cuGraphAddHostNode(void **node, void *graph, const void *deps, size_t n_deps,
                                    const struct host_node_params *params) {
   (void)deps;
   (void)n_deps;
   if (!node || !graph || !params || !params->fn) return fail(CUDA_ERROR_INVALID_VALUE);
+  record_host("cuGraphAddHostNode", params, (int)sizeof *params);
   struct graph *g = graph;
   CUresult rc = graph_add_node(g, params->fn, params->data);
   if (rc) return rc;
   *node = (void *)(uintptr_t)g->n_nodes;  // a non-NULL handle; dependencies are kept in order
   return CUDA_SUCCESS;
+}
+
+// cuGraphAddNode (ABI 12030): host nodes only, recorded.
+EXPORT CUresult cuGraphAddNode_v2(void **node, void *graph, const void *deps, const void *edges,
+                                  size_t n_deps, struct graph_node_params *params) {
+  (void)deps;
+  (void)edges;
+  (void)n_deps;
+  if (!node || !graph || !params || params->type != CU_GRAPH_NODE_TYPE_HOST)
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  record_host("cuGraphAddNode", params->params, HOST_V2_BYTES);
+  struct host_node_params host;
+  memcpy(&host, params->params, sizeof host);
+  if (!host.fn) return fail(CUDA_ERROR_INVALID_VALUE);
+  struct graph *g = graph;
+  CUresult rc = graph_add_node(g, host.fn, host.data);
+  if (rc) return rc;
+  *node = (void *)(uintptr_t)g->n_nodes;
+  return CUDA_SUCCESS;
+}
+
+// An executable's host node `node` (a handle of cuGraphAddHostNode: its index plus one) calls
+// `fn(data)` from now on.
+static CUresult exec_set_host(void *exec, void *node, CUhostFn fn, void *data) {
+  struct exec *e = exec;
+  size_t i = (size_t)(uintptr_t)node;
+  if (!e || i == 0 || i > e->n_nodes || !fn) return fail(CUDA_ERROR_INVALID_VALUE);
+  e->nodes[i - 1].fn = fn;
+  e->nodes[i - 1].data = data;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphExecHostNodeSetParams(void *exec, void *node,
+                                             const struct host_node_params *params) {
+  if (!params) return fail(CUDA_ERROR_INVALID_VALUE);
+  record_host("cuGraphExecHostNodeSetParams", params, (int)sizeof *params);
+  return exec_set_host(exec, node, params->fn, params->data);
+}
+
+// cuGraphExecNodeSetParams (ABI 12020): host nodes only, recorded.
+EXPORT CUresult cuGraphExecNodeSetParams(void *exec, void *node, struct graph_node_params *params) {
+  if (!params || params->type != CU_GRAPH_NODE_TYPE_HOST) return fail(CUDA_ERROR_INVALID_VALUE);
+  record_host("cuGraphExecNodeSetParams", params->params, HOST_V2_BYTES);
+  struct host_node_params host;
+  memcpy(&host, params->params, sizeof host);
+  return exec_set_host(exec, node, host.fn, host.data);
 }
 
 EXPORT CUresult cuGraphGetNodes(void *graph, void **nodes, size_t *count) {
@@ -640,6 +716,19 @@ EXPORT CUresult cuUserObjectRelease(void *object, unsigned count) {
 }
 
 #define CU_GRAPH_USER_OBJECT_MOVE 1
+
+EXPORT CUresult cuGraphReleaseUserObject(void *graph, void *object, unsigned count) {
+  struct graph *g = graph;
+  if (!g || !object || count == 0) return fail(CUDA_ERROR_INVALID_VALUE);
+  for (size_t i = 0; i < g->n_objects; i++) {
+    if (g->objects[i].object == object && g->objects[i].count >= count) {
+      g->objects[i].count -= count;
+      object_release(object, count);
+      return CUDA_SUCCESS;
+    }
+  }
+  return fail(CUDA_ERROR_INVALID_VALUE);
+}
 
 EXPORT CUresult cuGraphRetainUserObject(void *graph, void *object, unsigned count, unsigned flags) {
   if (!graph || !object || count == 0 || flags > 1) return fail(CUDA_ERROR_INVALID_VALUE);
@@ -744,6 +833,10 @@ static const struct proc procs[] = {
   PROC("cuUserObjectRetain", 11030, cuUserObjectRetain),
   PROC("cuUserObjectRelease", 11030, cuUserObjectRelease),
   PROC("cuGraphRetainUserObject", 11030, cuGraphRetainUserObject),
+  PROC("cuGraphReleaseUserObject", 11030, cuGraphReleaseUserObject),
+  PROC("cuGraphAddNode", 12030, cuGraphAddNode_v2),
+  PROC("cuGraphExecHostNodeSetParams", 10020, cuGraphExecHostNodeSetParams),
+  PROC("cuGraphExecNodeSetParams", 12020, cuGraphExecNodeSetParams),
   PROC("cuGetErrorName", 6000, cuGetErrorName),
   PROC("cuGetErrorString", 6000, cuGetErrorString),
   PROC("cuGetProcAddress", 12000, cuGetProcAddress_v2),

@@ -20,7 +20,12 @@
 //! `launch_fn` on a capturing stream captures from 12.3 and returns `_v3`'s `Unavailable`
 //! below; a sync mode (`Stream::launch_with_sync_mode`, and a host node with one,
 //! `cuGraphAddNode_v2` with `CUDA_HOST_NODE_PARAMS_v2`) is refused naming the driver below 13.2,
-//! and reaches the driver from 13.2.
+//! and reaches the driver from 13.2. And every kind of host node the layer makes (added, added
+//! with a sync mode, set in an updatable executable, set with a sync mode): the stub records the
+//! entry point each reached and the bytes of the parameters it was handed, and none may set a
+//! byte beyond what that driver version's own `cuda.h` declares of the struct (16 bytes of
+//! `CUDA_HOST_NODE_PARAMS`; of `CUDA_HOST_NODE_PARAMS_v2` none before 12.3, 16 up to 13.1, 20 in
+//! 13.2 and 13.3, 32 from 13.4, read from each pinned wheel's `cuda.h`).
 //!
 //! With `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` the stub gets wrong tables (every ABI of
 //! `cuLaunchHostFunc` one minor version later than its header says), so every simulated driver
@@ -238,7 +243,15 @@ cuda_hostcb::newest_target!(newest);
 /// `sync_from`: the first pinned header that declares `PFN_cuLaunchHostFunc_v13010` (the
 /// conservative rule for a driver that takes sync modes), read from the tables, not from the
 /// safe layer.
-fn safe_checks(driver: u32, sync_from: u32) -> Result<String, String> {
+///
+/// `stub` tells the host nodes it was handed; `declared`: how many bytes of
+/// `CUDA_HOST_NODE_PARAMS_v2` this driver's `cuda.h` declares.
+fn safe_checks(
+    driver: u32,
+    sync_from: u32,
+    stub: &Stub,
+    declared: usize,
+) -> Result<String, String> {
     use cuda_hostcb_safe::{Context, Graph, Stream};
     let ctx = Context::primary(0).map_err(|e| format!("Context::primary: {e}"))?;
     ctx.make_current()
@@ -264,15 +277,12 @@ fn safe_checks(driver: u32, sync_from: u32) -> Result<String, String> {
     cuda_hostcb_safe::wait_for_drops().map_err(|e| format!("wait_for_drops: {e}"))?;
     let graph = Graph::new(&ctx).map_err(|e| format!("Graph::new: {e}"))?;
     let node = graph
-        .add_host_node_with_sync_mode(&[], HostSyncMode::Blocking, || {})
+        .add_host_node_with_sync_mode(&[], HostSyncMode::SpinWait, || {})
         .map(drop);
+    let sync_node = stub.last_host_node();
     drop(graph);
     let sync_mode = match (&sync, &node) {
-        (Ok(()), Err(cuda_hostcb_safe::Error::Cuda(Error::Cuda { function, code, .. })))
-            if *code == STUB_NOT_IMPLEMENTED =>
-        {
-            format!("available (the host node reached {function})")
-        }
+        (Ok(()), Ok(())) => format!("available (the host node reached {})", sync_node.0),
         (
             Err(cuda_hostcb_safe::Error::SyncModeUnavailable { missing: a, .. }),
             Err(cuda_hostcb_safe::Error::SyncModeUnavailable { missing: b, .. }),
@@ -284,6 +294,53 @@ fn safe_checks(driver: u32, sync_from: u32) -> Result<String, String> {
             ));
         }
     };
+    // Host nodes of every kind: the entry point each reached and the bytes it was handed, none
+    // of them set beyond what this driver's header declares.
+    let mut layouts = Vec::new();
+    let mut check_layout = |kind: &str, (entry, bytes): (String, Vec<u8>)| -> Result<(), String> {
+        let v1 = entry == "cuGraphAddHostNode" || entry == "cuGraphExecHostNodeSetParams";
+        let limit = if v1 { 16 } else { declared };
+        let used = bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+        if used > limit {
+            return Err(format!(
+                "{kind}: {entry} was handed bytes set up to {used} of a host node's parameters; this driver's header declares {limit}"
+            ));
+        }
+        layouts.push(format!(
+            "{kind} {entry} (set up to byte {used} of {limit} declared)"
+        ));
+        Ok(())
+    };
+    let graph = Graph::new(&ctx).map_err(|e| format!("Graph::new: {e}"))?;
+    let plain = graph
+        .add_host_node(&[], || {})
+        .map_err(|e| format!("Graph::add_host_node: {e}"))?
+        .id();
+    check_layout("add", stub.last_host_node())?;
+    let synced = if node.is_ok() {
+        check_layout("add with a sync mode", sync_node)?;
+        Some(
+            graph
+                .add_host_node_with_sync_mode(&[], HostSyncMode::SpinWait, || {})
+                .map_err(|e| format!("Graph::add_host_node_with_sync_mode: {e}"))?
+                .id(),
+        )
+    } else {
+        None
+    };
+    let mut exec = graph
+        .instantiate_updatable()
+        .map_err(|e| format!("Graph::instantiate_updatable: {e}"))?;
+    exec.set_host_node(plain, || {})
+        .map_err(|e| format!("UpdatableExec::set_host_node: {e}"))?;
+    check_layout("set", stub.last_host_node())?;
+    if let Some(synced) = synced {
+        exec.set_host_node_with_sync_mode(synced, HostSyncMode::Blocking, || {})
+            .map_err(|e| format!("UpdatableExec::set_host_node_with_sync_mode: {e}"))?;
+        check_layout("set with a sync mode", stub.last_host_node())?;
+    }
+    drop(exec);
+    let layouts = layouts.join(", ");
     // A closure captured into a graph (never launched): it needs the capture's id and graph.
     stream
         .begin_capture(CaptureMode::Global)
@@ -309,8 +366,7 @@ fn safe_checks(driver: u32, sync_from: u32) -> Result<String, String> {
     // Sync modes: refused naming the headers where they lack them, naming the driver below the
     // first header that declares cuLaunchHostFunc_v2 (13.2: a 13.1 driver would hand back the
     // three-argument function, and take a host node's syncMode for nothing); from there the
-    // closure runs and the host node reaches the driver (the stub's generic function, which
-    // answers STUB_NOT_IMPLEMENTED for cuGraphAddNode_v2).
+    // closure runs and the host node reaches the driver's cuGraphAddNode.
     if SYNC_MODE_DRIVER_VERSION != sync_from {
         return Err(format!(
             "the safe layer takes sync modes from {SYNC_MODE_DRIVER_VERSION}; the first header that declares cuLaunchHostFunc_v2 is {sync_from}"
@@ -318,7 +374,7 @@ fn safe_checks(driver: u32, sync_from: u32) -> Result<String, String> {
     }
     let want_sync = SAFE_HOST_FUNC_V2 && driver >= sync_from;
     let want = if want_sync {
-        "available (the host node reached cuGraphAddNode_v2)".to_owned()
+        "available (the host node reached cuGraphAddNode)".to_owned()
     } else if !SAFE_HOST_FUNC_V2 {
         let missing = SyncModeMissing::Target {
             headers: SAFE_HEADERS,
@@ -345,7 +401,7 @@ fn safe_checks(driver: u32, sync_from: u32) -> Result<String, String> {
         ));
     }
     Ok(format!(
-        "sync mode {sync_mode}; launch_fn: plain stream ran, capture {capture}"
+        "sync mode {sync_mode}; launch_fn: plain stream ran, capture {capture}; host nodes: {layouts}"
     ))
 }
 
@@ -459,6 +515,13 @@ fn write_tables(dir: &Path) -> Vec<String> {
         unpack_wheel(wheel.path(), path, &dest).unwrap();
         let text = std::fs::read_to_string(dest.join(path)).unwrap();
         let rows = parse_typedefs(&text).unwrap_or_else(|e| panic!("{ctk}'s cudaTypedefs.h: {e}"));
+        // What its cuda.h declares of a host node's parameters.
+        let cuda_h = path.replace("cudaTypedefs.h", "cuda.h");
+        unpack_wheel(wheel.path(), &cuda_h, &dest).unwrap();
+        let header = std::fs::read_to_string(dest.join(&cuda_h)).unwrap();
+        let declared =
+            host_v2_declared_bytes(&header).unwrap_or_else(|e| panic!("{ctk}'s cuda.h: {e}"));
+        std::fs::write(dir.join(format!("{ctk}.host.txt")), declared.to_string()).unwrap();
         let mut table = Table {
             driver: ctk.cuda_version(),
             rows,
@@ -482,6 +545,57 @@ fn write_tables(dir: &Path) -> Vec<String> {
     }
     assert_eq!(drivers.len(), 15, "the pinned targets: {drivers:?}");
     drivers
+}
+
+/// How many bytes of `CUDA_HOST_NODE_PARAMS_v2` a `cuda.h` declares, from its struct's fields in
+/// order (each at its alignment): `CUhostFn fn` and `void *userData` (8 each), `unsigned int
+/// syncMode` (4), an anonymous `union { CUcontext ctx; ... }` (8). None before the struct
+/// appears, 16 up to the 13.1 headers, 20 in 13.2 and 13.3, 32 from 13.4.
+fn host_v2_declared_bytes(header: &str) -> Result<usize, String> {
+    // Before 12.3 there is none: nothing of it is declared.
+    let Some(start) = header.find("typedef struct CUDA_HOST_NODE_PARAMS_v2_st") else {
+        return Ok(0);
+    };
+    let body = &header[start..];
+    let open = body.find('{').ok_or("no body")?;
+    let end = body.find("} CUDA_HOST_NODE_PARAMS_v2;").ok_or("no end")?;
+    let mut fields = String::new();
+    for line in body[open + 1..end].lines() {
+        // Comments go; what is left is declarations.
+        let line = line.split("//").next().unwrap_or_default();
+        let line = match (line.find("/*"), line.find("*/")) {
+            (Some(a), Some(b)) if b > a => format!("{}{}", &line[..a], &line[b + 2..]),
+            _ => line.to_owned(),
+        };
+        fields.push_str(&line);
+        fields.push(' ');
+    }
+    let (mut offset, mut depth, mut decl) = (0usize, 0, String::new());
+    for c in fields.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ';' if depth == 0 => {
+                let d = decl.split_whitespace().collect::<Vec<_>>().join(" ");
+                let (size, align) =
+                    if d.starts_with("union") || d.contains('*') || d.starts_with("CU") {
+                        (8, 8)
+                    } else if d.starts_with("unsigned int") || d.starts_with("int") {
+                        (4, 4)
+                    } else {
+                        return Err(format!("a field of unknown size: {d}"));
+                    };
+                offset = offset.div_ceil(align) * align + size;
+                decl.clear();
+                continue;
+            }
+            _ => {}
+        }
+        if depth == 0 || c == '{' {
+            decl.push(c);
+        }
+    }
+    Ok(offset)
 }
 
 /// Runs this test again as a child simulating `driver` in `mode`; its summary lines, or why it
@@ -540,6 +654,7 @@ struct Stub {
         *mut *const c_void,
     ) -> c_int,
     use_table: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int,
+    last_host: unsafe extern "C" fn(*mut *const c_char, *mut *const u8) -> c_int,
     not_implemented: *const c_void,
 }
 
@@ -568,12 +683,16 @@ impl Stub {
             let use_table = *lib
                 .get(b"hostcb_stub_use_table\0")
                 .map_err(|e| e.to_string())?;
+            let last_host = *lib
+                .get(b"hostcb_stub_last_host_node\0")
+                .map_err(|e| e.to_string())?;
             Ok(Stub {
                 _lib: lib,
                 count,
                 last_query,
                 last_proc,
                 use_table,
+                last_host,
                 not_implemented,
             })
         }
@@ -588,6 +707,22 @@ impl Stub {
             Ok(())
         } else {
             Err(format!("the stub refused {} (line {line})", path.display()))
+        }
+    }
+
+    /// The last host node the stub was handed: its entry point and the bytes of its parameters
+    /// (16 of a `CUDA_HOST_NODE_PARAMS`, or 32 of the `CUDA_HOST_NODE_PARAMS_v2` inside a
+    /// `CUgraphNodeParams`).
+    fn last_host_node(&self) -> (String, Vec<u8>) {
+        let (mut entry, mut bytes) = (std::ptr::null(), std::ptr::null());
+        // SAFETY: valid out-pointers; the stub's entry string and byte buffer live in the stub,
+        // and `len` of them are written.
+        unsafe {
+            let len = (self.last_host)(&mut entry, &mut bytes);
+            (
+                CStr::from_ptr(entry).to_string_lossy().into_owned(),
+                std::slice::from_raw_parts(bytes, usize::try_from(len).unwrap_or(0)).to_vec(),
+            )
         }
     }
 
@@ -674,7 +809,7 @@ fn all_tables(dir: &Path) -> Result<BTreeMap<u32, Table>, String> {
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or_default();
-        if name.ends_with(".txt") && !name.ends_with(".stub.txt") {
+        if name.ends_with(".txt") && !name.ends_with(".stub.txt") && !name.ends_with(".host.txt") {
             let table = read_table(&path)?;
             tables.insert(table.driver, table);
         }
@@ -884,7 +1019,12 @@ fn child(driver: &str) -> Result<(), String> {
     let newest = tables.keys().copied().max().unwrap_or_default();
     let sync_from =
         first_declared(&tables, newest, &v2).ok_or("no header declares cuLaunchHostFunc 13010")?;
-    let safe = safe_checks(table.driver, sync_from).unwrap_or_else(|e| {
+    let declared = std::fs::read_to_string(dir.join(format!("{driver}.host.txt")))
+        .map_err(|e| e.to_string())?
+        .trim()
+        .parse()
+        .map_err(|e| format!("{driver}.host.txt: {e}"))?;
+    let safe = safe_checks(table.driver, sync_from, &stub, declared).unwrap_or_else(|e| {
         problems.push(format!("safe layer: {e}"));
         "failed".to_owned()
     });
