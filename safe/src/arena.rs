@@ -43,10 +43,11 @@ use std::mem::{MaybeUninit, align_of, size_of};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 
-use crate::callback::{HostFn, call_shared};
+use crate::callback::HostFn;
 use crate::inside::Inside;
 use crate::panic::{PanicStage, report};
 use crate::reaper;
+use crate::shared::call_shared;
 
 /// Bytes per block; a closure of more than a quarter of this gets a box of its own.
 const BLOCK: usize = 4096;

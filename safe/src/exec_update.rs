@@ -16,11 +16,12 @@ use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
-use crate::callback::{self, HostFn, Shared, call_shared};
+use crate::callback::{self, HostFn};
 use crate::context::push;
 use crate::graph::give_to_graph;
 use crate::panic::{PanicStage, report};
 use crate::protocol::store;
+use crate::shared::{Shared, call_shared};
 use crate::{Context, Graph, GraphExec, GraphNode, Stream, host_v2, sync_mode, sys};
 use crate::{Error, HostSyncMode};
 

@@ -4,9 +4,10 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::ptr;
 
-use crate::callback::{self, HostFn, Shared, discard, drop_shared};
+use crate::callback::{self, HostFn};
 use crate::context::push;
 use crate::reaper::{self, Handle};
+use crate::shared::{Shared, discard, drop_shared};
 use crate::sys;
 use crate::{Context, Stream};
 use crate::{Error, arena};

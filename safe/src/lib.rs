@@ -93,11 +93,11 @@
 //!
 //! | closure given to | holder (source) | dropped when | on which thread |
 //! | --- | --- | --- | --- |
-//! | `Stream::launch` | a one-shot cell, enqueued with `cuStreamAddCallback` (`callback::StreamCell`, `record::OneShot`) | after CUDA's one callback: run, or skipped after a context error | the reaper |
-//! | `Stream::launch_with_sync_mode` | a guarded cell (`callback::GuardedCell`) called by `cuLaunchHostFunc_v2`, and a guard stream callback right after it | after the guard's callback, called or skipped | the reaper |
+//! | `Stream::launch` | a one-shot cell, enqueued with `cuStreamAddCallback` (`once::StreamCell`, `once::OneShot`) | after CUDA's one callback: run, or skipped after a context error | the reaper |
+//! | `Stream::launch_with_sync_mode` | a guarded cell (`guarded::GuardedCell`) called by `cuLaunchHostFunc_v2`, and a guard stream callback right after it | after the guard's callback, called or skipped | the reaper |
 //! | `Stream::launch_fn`, plain stream | as `Stream::launch` | as `Stream::launch` | the reaper |
 //! | `Stream::launch_fn`, capturing stream | the capture's arena (`arena::Arena`), owned by a user object moved into the captured graph | after the last graph, clone, executable and launch holding it | the reaper |
-//! | `Graph::add_host_node` | a shared cell (`callback::Shared`), owned by a user object moved into the graph | as above | the reaper |
+//! | `Graph::add_host_node` | a shared cell (`shared::Shared`), owned by a user object moved into the graph | as above | the reaper |
 //! | `UpdatableExec::set_host_node` | the executable's store (`exec_update`), held through a user object | once no launch can call it (replaced, or the executable gone) | the reaper |
 //! | `Graph::keep`, `Stream::keep_in_capture` (any `Send + 'static` value) | a box owned by a user object moved into the graph (`graph::give_to_graph`, as for every row above that names one) | after the last graph, clone, executable and launch holding it | the reaper |
 //! | `Stream::launch_raw`, `Graph::add_host_node_raw` | you | when you drop it | yours |
@@ -169,12 +169,15 @@ mod context;
 mod error;
 mod exec_update;
 mod graph;
+mod guarded;
 mod inside;
 mod interop;
+mod once;
 mod panic;
 mod protocol;
 mod reaper;
 mod record;
+mod shared;
 mod sticky;
 mod stream;
 mod sync;

@@ -196,6 +196,23 @@ pub(crate) fn wake() {
     REAPER.wake();
 }
 
+/// Disposes of a box of a `T` that CUDA is done with: hands it to the reaper when dropping a
+/// `T` runs code (a `Drop` somewhere in it), else frees the memory here (freeing memory is no
+/// CUDA call; nothing of the closure runs).
+///
+/// # Safety
+/// As [`drop_later`]: `drop(data)` drops the `T` behind `data` and frees its memory, once.
+#[inline(always)]
+pub(crate) unsafe fn release<T: Send + 'static>(data: *mut c_void, drop: DropFn) {
+    if std::mem::needs_drop::<T>() {
+        // SAFETY: the caller's contract.
+        unsafe { drop_later(data, drop) }
+    } else {
+        // SAFETY: the caller's contract; `T` has no drop code, so this only frees the box.
+        unsafe { drop(data) }
+    }
+}
+
 /// Hands a boxed value to the process's reaper.
 pub(crate) fn drop_boxed<T: Send + 'static>(value: Box<T>) {
     unsafe fn drop_box<T>(data: *mut c_void) {

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use crate::Context;
 use crate::arena;
-use crate::callback::{self, OneShot, stream_call};
+use crate::callback;
 use crate::graph::{Graph, own_arena};
+use crate::once::{OneShot, on_stream};
 use crate::reaper::{self, Handle};
 use crate::sticky::{self, Book};
 use crate::sys;
@@ -37,19 +38,6 @@ const _: () = {
     }
     assert!(R::CUDA_SUCCESS.0 == 0);
 };
-
-/// The `cuStreamAddCallback` callback of a one-shot closure `F` (see `callback::stream_call`).
-///
-/// # Safety
-/// `data` is a [`OneShot`] cell for `F`, handed over; CUDA calls this once.
-unsafe extern "C" fn on_stream<F: FnMut() + Send + 'static>(
-    _: sys::CUstream,
-    status: sys::CUresult,
-    data: *mut c_void,
-) {
-    // SAFETY: the caller's contract.
-    unsafe { stream_call::<F>(status.0, data) }
-}
 
 // The safe enums mirror the bindings' values.
 const _: () = {

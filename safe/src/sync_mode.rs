@@ -7,25 +7,12 @@
 
 use std::sync::OnceLock;
 
-use crate::callback::{self, Guarded, Shared};
+use crate::callback;
 use crate::error::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 use crate::graph::attach;
+use crate::guarded::{Guarded, on_guard};
+use crate::shared::Shared;
 use crate::{CaptureStatus, Error, Graph, GraphNode, Stream, host_v2, sys};
-
-/// The `cuStreamAddCallback` callback that guards a sync-mode closure (see
-/// `callback::guard_call`).
-///
-/// # Safety
-/// `data` is a [`Guarded`] cell for `F`, handed over after its host function was enqueued on the
-/// stream; CUDA calls this once.
-unsafe extern "C" fn on_guard<F: FnMut() + Send + 'static>(
-    _: sys::CUstream,
-    status: sys::CUresult,
-    data: *mut std::ffi::c_void,
-) {
-    // SAFETY: the caller's contract.
-    unsafe { callback::guard_call::<F>(status.0, data) }
-}
 
 /// The installed driver's version (`cuDriverGetVersion`), asked once.
 fn driver_version() -> Result<u32, Error> {
