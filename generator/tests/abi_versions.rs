@@ -327,6 +327,13 @@ fn every_driver_wrapper_has_the_legacy_and_per_thread_versions_of_cuda_typedefs_
     let ws = config();
     let targets = ws.targets.clone();
     assert!(!targets.is_empty(), "no target listed");
+    if !targets.contains(&Ctk::V12_9) {
+        // Visible, not silent: one of the checks below reads only 12.9's header.
+        println!(
+            "SKIP: the spelled-out pairs of cudaTypedefs.h are checked on CTK 12.9 only, which \
+             generator/targets.txt does not list"
+        );
+    }
     for ctk in targets {
         let inputs = Inputs::gather(&ws.inputs, ctk, None).expect("the pinned inputs");
         let header = inputs.headers.include_dirs[0].join("cudaTypedefs.h");
