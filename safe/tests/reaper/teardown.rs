@@ -23,17 +23,14 @@
 //!   compute-sanitizer --tool memcheck --report-api-errors all <reaper executable>
 //! ```
 
-use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use cuda_hostcb_safe as safe;
 use libtest_mimic::Failed;
 
-use crate::support::{Outcome, Watchdog, done, expect_eq};
+use crate::support::{Outcome, Watchdog, done, expect_eq, run_child};
 
 /// The variable that makes this executable a teardown child, and names its victim.
 pub const CHILD_ENV: &str = "HOSTCB_TEARDOWN_CHILD";
@@ -101,43 +98,18 @@ impl Victim {
 
 /// The trial of one victim: its child must exit successfully after every round.
 pub fn trial(victim: Victim) -> Outcome {
-    let me = std::env::current_exe()?;
-    let mut child = Command::new(me)
-        .env(CHILD_ENV, victim.name())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if start.elapsed() > PARENT_LIMIT {
-            let _ = child.kill();
-            break None;
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output()?;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
+    let run = run_child(CHILD_ENV, victim.name(), PARENT_LIMIT)?;
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
     let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
-    let Some(status) = status else {
+    let Some(status) = run.status else {
         return Err(format!(
             "the child hung past {PARENT_LIMIT:?} and was killed:\n{stdout}{stderr}"
         )
         .into());
     };
     let line = stdout.lines().find_map(|l| l.strip_prefix("OBSERVED "));
-    let seen: BTreeMap<&str, &str> = line
-        .unwrap_or("")
-        .split(';')
-        .filter_map(|kv| kv.split_once('='))
-        .collect();
+    let seen = run.observed().unwrap_or_default();
     let get = |key: &str| seen.get(key).copied().unwrap_or("(missing)").to_owned();
     let rounds = rounds();
     expect_eq(

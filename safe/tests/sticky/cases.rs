@@ -1,10 +1,8 @@
 //! One target's trial (the parent: runs the child, checks its line) and the child itself.
 
-use std::collections::BTreeMap;
 use std::ffi::CStr;
 use std::future::Future;
 use std::pin::pin;
-use std::process::{Command, Stdio};
 use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
@@ -18,7 +16,7 @@ use libtest_mimic::{Failed, Trial};
 
 use crate::CHILD_ENV;
 use crate::support::{
-    Case, Gpu, Outcome, Watchdog, done, expect_eq, expect_that, gpu_trial, wait_until,
+    Case, Gpu, Outcome, Watchdog, done, expect_eq, expect_that, gpu_trial, run_child, wait_until,
 };
 use cuda_hostcb_safe::{self as safe, sys};
 
@@ -62,45 +60,21 @@ pub fn trials(gpu: &Gpu) -> Vec<Trial> {
 // ---- the parent ---------------------------------------------------------------------------
 
 fn trap_every_closure_called_or_dropped_once_and_reported() -> Outcome {
-    let me = std::env::current_exe()?;
-    let mut child = Command::new(me)
-        .env(CHILD_ENV, "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if start.elapsed() > PARENT_LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output()?;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    let Some(status) = status else {
+    let run = run_child(CHILD_ENV, "1", PARENT_LIMIT)?;
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    let Some(status) = run.status else {
         return Err(format!(
             "the child hung past {PARENT_LIMIT:?} and was killed:\n{stdout}{stderr}"
         )
         .into());
     };
-    let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("OBSERVED ")) else {
+    let line = stdout.lines().find_map(|l| l.strip_prefix("OBSERVED "));
+    let Some(seen) = run.observed() else {
         return Err(
             format!("the child ({status}) printed no OBSERVED line:\n{stdout}{stderr}").into(),
         );
     };
-    let seen: BTreeMap<&str, &str> = line
-        .split(';')
-        .filter_map(|kv| kv.split_once('='))
-        .collect();
+    let line = line.unwrap_or_default();
     let get = |key: &str| seen.get(key).copied().unwrap_or("(missing)");
     let want = |key: &str, value: String| expect_eq(key, get(key).to_owned(), value);
 

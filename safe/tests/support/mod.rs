@@ -100,6 +100,58 @@ pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     true
 }
 
+/// What a child process of a trial left: its exit status, `None` if it ran past the limit and
+/// was killed; its stdout and stderr.
+pub struct ChildRun {
+    pub status: Option<std::process::ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ChildRun {
+    /// The `OBSERVED` line the child printed, split into its `key=value` pairs (`;` between).
+    pub fn observed(&self) -> Option<std::collections::BTreeMap<&str, &str>> {
+        let line = self
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("OBSERVED "))?;
+        Some(
+            line.split(';')
+                .filter_map(|kv| kv.split_once('='))
+                .collect(),
+        )
+    }
+}
+
+/// Runs this test executable again with `env=value` (a trial's child), killing it after
+/// `limit`.
+pub fn run_child(env: &str, value: &str, limit: Duration) -> Result<ChildRun, Failed> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe()?)
+        .env(env, value)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output()?;
+    Ok(ChildRun {
+        status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
 /// Ends the process with a failure naming `what` unless disarmed within `limit`: a deadlock
 /// fails the test instead of hanging it.
 pub struct Watchdog(Arc<AtomicBool>);
