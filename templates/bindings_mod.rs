@@ -17,6 +17,9 @@
 //! each behind its cargo feature, [`for_each_target!`](crate::for_each_target), and the
 //! [`compatibility`] table of every function and target.
 
+// The types whose definition every target shares, defined once (see the file).
+pub mod common;
+
 __EACH_TARGET__! {
     /// The bindings generated from the CTK __CTK__ headers (cargo feature `__FEATURE__`).
     #[cfg(feature = "__FEATURE__")]

@@ -1,5 +1,6 @@
 // Template of one generated file (driver or runtime API of one CTK target). The generator fills
 // __DOC__ (the module documentation), __Ret__ (the API's status type: CUresult or cudaError_t),
+// __API__ (the API as crate::error::Api names it),
 // fills the `entry` module with one static per function and
 // lists them in `ALL`, and appends the types and wrappers after these items; the `use` of the
 // loading functions is kept only for the API the file covers.
@@ -44,5 +45,14 @@ impl crate::load::Status for __Ret__ {
     #[inline(always)]
     fn from_raw(raw: u32) -> Self {
         Self(raw)
+    }
+}
+
+// The status type names the error a function returned: `error.is(__Ret__::<name>)`.
+impl crate::error::Code for __Ret__ {
+    const API: crate::error::Api = __API__;
+    #[inline(always)]
+    fn value(self) -> u32 {
+        self.0
     }
 }

@@ -14,3 +14,5 @@ pub mod harness;
 pub mod probe;
 pub mod resources;
 pub mod scenarios;
+#[cfg(test)]
+mod types;

@@ -146,7 +146,25 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A status type of the bindings, which names a CUDA error: every target's `CUresult` (driver
+/// API) and `cudaError_t` (runtime API). Implemented by the generated files only.
+pub trait Code: Copy + crate::load::StatusSealed {
+    /// The API whose functions return it.
+    const API: Api;
+    /// Its value.
+    fn value(self) -> u32;
+}
+
 impl Error {
+    /// Whether this is a [`Error::Cuda`] of `code`'s API (for the runtime, of its major
+    /// version) with `code`'s value: a failure told apart by the status's name, as C compares
+    /// it, `err.is(CUresult::CUDA_ERROR_NOT_READY)` or
+    /// `err.is(cudaError_t::cudaErrorGraphExecUpdateFailure)`, with the status type of any
+    /// target. Any other error is none of them.
+    pub fn is<C: Code>(&self, code: C) -> bool {
+        matches!(self, Error::Cuda { api, code: value, .. } if *api == C::API && *value == code.value())
+    }
+
     /// The `CUresult` or `cudaError_t` value of a [`Error::Cuda`], `None` for every other error.
     pub fn code(&self) -> Option<u32> {
         match self {

@@ -65,6 +65,49 @@
 //! For Rust closures instead of `extern "C"` functions, with their lifetime in streams and
 //! graphs handled for you, use the safe layer, the crate `cuda-hostcb-safe`.
 //!
+//! # One type per C type, flags and errors as C uses them
+//!
+//! A C type whose definition is the same in every target and in both APIs is one Rust type,
+//! defined once in [`common`] and re-exported by every target's `driver` and `runtime` under
+//! its C name: a runtime `cudaStream_t` is a driver `CUstream` of any target, with no cast. An
+//! enumeration converts into the integers a function takes (`.into()`), flag enumerations
+//! combine with `|`, and [`Error::is`] tells a failure apart by its status's name:
+//!
+//! ```no_run
+//! use std::ptr;
+//!
+//! macro_rules! instantiate_with_flags {
+//!     ($target:ident, $version:literal, $runtime_major:literal, [$($capability:ident)*]) => {{
+//!         use cuda_hostcb::$target::{driver as cu, runtime as rt};
+//!         let (mut stream, mut graph, mut exec) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+//!         // SAFETY: each handle comes from the call before it, and is destroyed once, last.
+//!         unsafe {
+//!             rt::cudaStreamCreate(&mut stream)?;
+//!             rt::cudaGraphCreate(&mut graph, 0)?;
+//!             let flags = rt::cudaGraphInstantiateFlags::cudaGraphInstantiateFlagAutoFreeOnLaunch
+//!                 | rt::cudaGraphInstantiateFlags::cudaGraphInstantiateFlagUseNodePriority;
+//!             rt::cudaGraphInstantiateWithFlags(&mut exec, graph, flags.into())?;
+//!             rt::cudaGraphLaunch(exec, stream)?;
+//!             match rt::cudaStreamQuery(stream) {
+//!                 Err(e) if e.is(rt::cudaError_t::cudaErrorNotReady) => {
+//!                     // The runtime's stream is the driver's: no cast.
+//!                     cu::cuStreamSynchronize(stream)?;
+//!                 }
+//!                 done => done?,
+//!             }
+//!             rt::cudaGraphExecDestroy(exec)?;
+//!             rt::cudaGraphDestroy(graph)?;
+//!             rt::cudaStreamDestroy(stream)?;
+//!         }
+//!     }};
+//! }
+//!
+//! fn main() -> Result<(), cuda_hostcb::Error> {
+//!     cuda_hostcb::for_each_target!(instantiate_with_flags);
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # Targets
 //!
 //! [`for_each_target!`] expands a macro once per enabled target, for code written once for all

@@ -48,8 +48,14 @@ impl std::fmt::Display for Violation {
 }
 
 /// The wrappers in `file` that take a host function (directly or through a params struct).
-pub fn host_function_wrappers(file: &syn::File) -> Vec<&syn::ItemFn> {
-    let carriers = host_function_types(&file.items);
+/// `common` holds the types the file re-exports from the crate's `common` module
+/// ([`crate::shared`]): a function-pointer type defined there is as much a carrier as one the
+/// file defines.
+pub fn host_function_wrappers<'a>(
+    file: &'a syn::File,
+    common: &[syn::Item],
+) -> Vec<&'a syn::ItemFn> {
+    let carriers = host_function_types(file.items.iter().chain(common));
     file.items
         .iter()
         .filter_map(|i| match i {
@@ -70,10 +76,11 @@ fn params(f: &syn::ItemFn) -> Vec<(String, &syn::Type)> {
         .collect()
 }
 
-/// Checks every host-function wrapper in `file` (see the module documentation for the rules).
-pub fn forwarding_violations(file: &syn::File) -> Vec<Violation> {
+/// Checks every host-function wrapper in `file` (see the module documentation for the rules);
+/// `common` as for [`host_function_wrappers`].
+pub fn forwarding_violations(file: &syn::File, common: &[syn::Item]) -> Vec<Violation> {
     let mut out = Vec::new();
-    for f in host_function_wrappers(file) {
+    for f in host_function_wrappers(file, common) {
         let function = f.sig.ident.to_string();
         let names: Vec<String> = params(f).into_iter().map(|(n, _)| n).collect();
         let mut body = Body {
@@ -341,7 +348,10 @@ mod tests {
         pub type CUDA_HOST_NODE_PARAMS_v2 = CUDA_HOST_NODE_PARAMS_v2_st;";
 
     fn check(wrapper: &str) -> Vec<Violation> {
-        forwarding_violations(&syn::parse_file(&format!("{TYPES}\n{wrapper}")).unwrap())
+        forwarding_violations(
+            &syn::parse_file(&format!("{TYPES}\n{wrapper}")).unwrap(),
+            &[],
+        )
     }
 
     fn assert_caught(wrapper: &str, problem: &str) {
@@ -470,11 +480,33 @@ mod tests {
             "{TYPES}\npub unsafe fn cuGraphAddHostNode(n: *mut u8, p: *const CUDA_HOST_NODE_PARAMS_v2) {{ keep(p); entry::cuGraphAddHostNode.function()(n, p) }}\npub unsafe fn cuInit(flags: u32) {{ g() }}"
         ))
         .unwrap();
-        let audited: Vec<String> = host_function_wrappers(&file)
+        let audited: Vec<String> = host_function_wrappers(&file, &[])
             .iter()
             .map(|f| f.sig.ident.to_string())
             .collect();
         assert_eq!(audited, ["cuGraphAddHostNode"]);
-        assert!(!forwarding_violations(&file).is_empty());
+        assert!(!forwarding_violations(&file, &[]).is_empty());
+    }
+
+    #[test]
+    fn host_functions_of_types_the_file_re_exports_are_found_too() {
+        // The types live in the crate's `common` module; the file only re-exports them.
+        let common = syn::parse_file(TYPES).unwrap().items;
+        let file = syn::parse_file(
+            "pub use crate::common::CUhostFn;\npub unsafe fn cuLaunchHostFunc(s: *mut u8, f: CUhostFn, d: *mut u8) { keep(f); entry::cuLaunchHostFunc.function()(s, f, d) }",
+        )
+        .unwrap();
+        let names = |common: &[syn::Item]| -> Vec<String> {
+            host_function_wrappers(&file, common)
+                .iter()
+                .map(|f| f.sig.ident.to_string())
+                .collect()
+        };
+        assert!(
+            names(&[]).is_empty(),
+            "without the common types there is no carrier"
+        );
+        assert_eq!(names(&common), ["cuLaunchHostFunc"]);
+        assert!(!forwarding_violations(&file, &common).is_empty());
     }
 }

@@ -114,6 +114,10 @@ pub const BINDINGS_DIR: &str = "src/bindings";
 /// and the `for_each_target!` macro.
 pub const BINDINGS_MOD: &str = "src/bindings/mod.rs";
 
+/// The sealed module of the types every target shares ([`crate::shared`]), relative to the
+/// generated crate's root.
+pub const COMMON: &str = "src/bindings/common.rs";
+
 /// The generated crate's manifest, whose features between [`FEATURES_BEGIN`] and
 /// [`FEATURES_END`] are written from the target list.
 pub const MANIFEST: &str = "Cargo.toml";
@@ -130,10 +134,12 @@ pub fn target_dir(ctk: Ctk) -> PathBuf {
 }
 
 /// Every sealed file of `targets`, relative to the generated crate's root:
-/// `src/bindings/mod.rs` and `src/bindings/<module>/{mod.rs,driver.rs,runtime.rs,layout.rs,provenance.toml}`.
+/// `src/bindings/{mod.rs,common.rs}` and `src/bindings/<module>/{mod.rs,driver.rs,runtime.rs,layout.rs,provenance.toml}`.
 /// What `cargo xtask verify` expects to find.
 pub fn sealed_files(targets: &[Ctk]) -> Vec<PathBuf> {
-    std::iter::once(PathBuf::from(BINDINGS_MOD))
+    [BINDINGS_MOD, COMMON]
+        .into_iter()
+        .map(PathBuf::from)
         .chain(
             targets
                 .iter()
@@ -144,11 +150,21 @@ pub fn sealed_files(targets: &[Ctk]) -> Vec<PathBuf> {
 
 /// The sealed `src/bindings/mod.rs` of `targets`, from the writer's syntax tree.
 pub fn bindings_mod(file: &syn::File) -> Result<GeneratedFile, EmitError> {
+    all_targets(BINDINGS_MOD, file)
+}
+
+/// The sealed `src/bindings/common.rs` of `targets`, from the writer's syntax tree.
+pub fn common(file: &syn::File) -> Result<GeneratedFile, EmitError> {
+    all_targets(COMMON, file)
+}
+
+/// A sealed file made from every listed target.
+fn all_targets(path: &str, file: &syn::File) -> Result<GeneratedFile, EmitError> {
     let header = format!(
         "// {GENERATED} by {GENERATOR} from generator/targets.txt. Do not edit: regenerate with `cargo xtask regen --ctk all`.\n"
     );
     let unsealed = format!("{header}{}", prettyplease::unparse(file));
-    let path = PathBuf::from(BINDINGS_MOD);
+    let path = PathBuf::from(path);
     let contents = hostcb_seal::seal(&unsealed, "all", "//").map_err(|source| EmitError::Seal {
         path: path.clone(),
         source,
@@ -897,11 +913,12 @@ mod tests {
     }
 
     #[test]
-    fn sealed_files_are_the_module_list_and_every_targets_five_files() {
+    fn sealed_files_are_the_module_list_the_shared_types_and_every_targets_five_files() {
         let targets = [Ctk::V12_9, Ctk::new(13, 2)];
         let files = sealed_files(&targets);
-        assert_eq!(files.len(), 1 + 5 * targets.len());
+        assert_eq!(files.len(), 2 + 5 * targets.len());
         assert_eq!(files[0], Path::new("src/bindings/mod.rs"));
+        assert_eq!(files[1], Path::new("src/bindings/common.rs"));
         for ctk in targets {
             for name in [
                 "mod.rs",

@@ -19,6 +19,7 @@ pub mod layout;
 pub mod model;
 pub mod pipeline;
 pub mod reader;
+pub mod shared;
 pub mod target;
 pub mod writer;
 

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::Ctk;
+use crate::shared::TypeText;
 
 /// Which CUDA API a part of the model belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -197,6 +198,9 @@ pub struct Summary {
     pub driver: Vec<(String, String)>,
     /// `(function, cell)` of the runtime API, sorted by function.
     pub runtime: Vec<(String, String)>,
+    /// The types of both APIs, the driver's first, each in the model's order: what
+    /// [`crate::shared::decide`] compares across the targets.
+    pub types: Vec<TypeText>,
 }
 
 impl Summary {
@@ -225,6 +229,10 @@ impl Summary {
             ctk: model.ctk,
             driver: column(Api::Driver),
             runtime: column(Api::Runtime),
+            types: [&model.driver, &model.runtime]
+                .into_iter()
+                .flat_map(crate::shared::texts)
+                .collect(),
         }
     }
 
@@ -237,13 +245,22 @@ impl Summary {
     }
 
     /// The summary as text: a first line `hostcb summary <ctk>`, then one line
-    /// `<api>\t<function>\t<cell>` per function.
+    /// `<api>\t<function>\t<cell>` per function, then one line `type\t<api>\t<name>\t<tokens>`
+    /// per type (printed tokens hold no tab or line break: those in literals are escaped).
     pub fn to_text(&self) -> String {
         let mut text = format!("hostcb summary {}\n", self.ctk);
         for api in [Api::Driver, Api::Runtime] {
             for (name, cell) in self.api(api) {
                 text.push_str(&format!("{}\t{name}\t{cell}\n", api.as_str()));
             }
+        }
+        for t in &self.types {
+            text.push_str(&format!(
+                "type\t{}\t{}\t{}\n",
+                t.api.as_str(),
+                t.name,
+                t.text
+            ));
         }
         text
     }
@@ -258,8 +275,27 @@ impl Summary {
             ctk,
             driver: Vec::new(),
             runtime: Vec::new(),
+            types: Vec::new(),
+        };
+        let api_of = |name: &str| match name {
+            "driver" => Some(Api::Driver),
+            "runtime" => Some(Api::Runtime),
+            _ => None,
         };
         for line in lines {
+            if let Some(rest) = line.strip_prefix("type\t") {
+                let mut fields = rest.splitn(3, '\t');
+                let (api, name, text) = (fields.next()?, fields.next()?, fields.next()?);
+                if name.is_empty() || text.contains('\t') {
+                    return None;
+                }
+                summary.types.push(TypeText {
+                    api: api_of(api)?,
+                    name: name.to_owned(),
+                    text: text.to_owned(),
+                });
+                continue;
+            }
             let mut fields = line.split('\t');
             let (api, name, cell) = (fields.next()?, fields.next()?, fields.next()?);
             if fields.next().is_some() || name.is_empty() || cell.is_empty() {

@@ -3,6 +3,7 @@
 //! and check compares). Nothing is written here; [`crate::emit::ensure_tree`] writes or checks
 //! the output.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use crate::inputs::{InputError, Inputs};
 use crate::layout::{self, LayoutError};
 use crate::model::{ApiModel, Model, Summary};
 use crate::reader::{self, HeaderSet, ReadError};
+use crate::shared::Shared;
 use crate::writer::{self, ParsedTemplates, TemplateError};
 
 pub mod summaries;
@@ -118,20 +120,33 @@ fn model_from(config: &Config, inputs: &Inputs) -> Result<Model, GenerateError> 
     )?)
 }
 
-/// Generates one target's files from inputs already gathered.
+/// Generates one target's files from inputs already gathered, on their own: every type is
+/// defined in the target's files (none comes from the crate's `common` module, which only a
+/// crate of several targets has: [`generate_crate`]).
 pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, GenerateError> {
-    let ctk = inputs.headers.ctk;
     let model = model_from(config, inputs)?;
+    write_target(config, inputs, model, &BTreeSet::new())
+}
+
+/// Writes one target's files from its model; the types `shared` names are re-exported from the
+/// crate's `common` module.
+fn write_target(
+    config: &Config,
+    inputs: &Inputs,
+    model: Model,
+    shared: &BTreeSet<String>,
+) -> Result<Generated, GenerateError> {
+    let ctk = inputs.headers.ctk;
     let templates = &config.templates.parse();
     let driver = rust_file(
         ctk,
         "driver.rs",
-        Ok(write_audited(&model, &model.driver, templates)?),
+        Ok(write_audited(&model, &model.driver, templates, shared)?),
     )?;
     let runtime = rust_file(
         ctk,
         "runtime.rs",
-        Ok(write_audited(&model, &model.runtime, templates)?),
+        Ok(write_audited(&model, &model.runtime, templates, shared)?),
     )?;
     // The layout oracle: gcc's numbers for the model's types, and its test module in mod.rs.
     let oracle = layout::target_file(&model, &inputs.headers.include_dirs)?;
@@ -227,12 +242,6 @@ enum Job {
     Summarise(Ctk),
 }
 
-/// What a [`Job`] made.
-enum Made {
-    Generated(TargetOutput),
-    Summarised(Summary, Vec<String>),
-}
-
 /// Generates every file of the generated crate for `ctks` (targets of `config.targets`): each
 /// target's sealed files, and the files that depend on the whole list: `src/bindings/mod.rs`
 /// (the module list, `for_each_target!`, `newest_target!`, the compatibility table, which needs
@@ -263,8 +272,6 @@ pub fn generate_crate_with(
     threads: usize,
     mut done: impl FnMut(&TargetOutput),
 ) -> Result<CrateOutput, GenerateError> {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
     let cache = summaries::Cache::new(config);
     let mut jobs: Vec<Job> = ctks.iter().map(|&c| Job::Generate(c)).collect();
     let (mut cached, mut ignored) = (Vec::new(), Vec::new());
@@ -300,61 +307,127 @@ pub fn generate_crate_with(
     if let Some(first) = inputs.first() {
         first.libclang.activate()?;
     }
-    let mut results: Vec<Option<Result<Made, GenerateError>>> = jobs.iter().map(|_| None).collect();
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let workers = threads.clamp(1, jobs.len().max(1));
+    // Each job runs on a thread of its own, in two steps. First it reads its target's headers
+    // into a model (at most `threads` jobs at once: the permits of `gate`) and reports the
+    // model's summary; a generated target keeps its model. Once every listed target's summary is
+    // in, this thread decides which types the crate shares (crate::shared: that needs every
+    // target's types), and each generated target's thread writes its files with that decision.
+    let gate = Gate::new(threads.clamp(1, jobs.len().max(1)));
+    let decision = Decision::default();
+    let mut reported: Vec<Option<Reported>> = jobs.iter().map(|_| None).collect();
+    let mut written: Vec<Option<Result<TargetOutput, GenerateError>>> =
+        jobs.iter().map(|_| None).collect();
+    let mut shared = Shared::none();
     std::thread::scope(|scope| {
         let (sender, receiver) = std::sync::mpsc::channel();
-        for _ in 0..workers {
+        for (i, &job) in jobs.iter().enumerate() {
             let sender = sender.clone();
-            let (jobs, inputs, cache, next, failed) = (&jobs, &inputs, &cache, &next, &failed);
+            let (inputs, cache, gate, decision) = (&inputs[i], &cache, &gate, &decision);
             std::thread::Builder::new()
                 .name("hostcb-regen".to_owned())
                 // libclang and syn's visitors recurse deeply over the CUDA headers: the main
                 // thread's stack size, not a spawned thread's default 2 MiB.
                 .stack_size(64 << 20)
                 .spawn_scoped(scope, move || {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= jobs.len() || failed.load(Ordering::Relaxed) {
-                            break;
+                    let started = Instant::now();
+                    let permit = gate.take();
+                    let model = model_from(config, inputs);
+                    drop(permit);
+                    let mut took = started.elapsed();
+                    let model = match model {
+                        Ok(model) => model,
+                        Err(e) => {
+                            _ = sender.send(Message::Summary(i, Err(e)));
+                            return;
                         }
-                        // A local toolkit's (`--cuda-home`) headers are not pinned: its
-                        // summary is not cached under the pinned target's name.
-                        let cache = match jobs[i] {
-                            Job::Generate(_) if opts.cuda_home.is_some() => None,
-                            _ => cache.as_ref(),
-                        };
-                        let made = run(config, jobs[i], &inputs[i], cache);
-                        if made.is_err() {
-                            failed.store(true, Ordering::Relaxed);
-                        }
-                        if sender.send((i, made)).is_err() {
-                            break;
-                        }
+                    };
+                    let summary = Summary::of(&model);
+                    // A local toolkit's (`--cuda-home`) headers are not pinned: its summary is
+                    // not cached under the pinned target's name.
+                    let cache = match job {
+                        Job::Generate(_) if opts.cuda_home.is_some() => None,
+                        _ => cache.as_ref(),
+                    };
+                    let stored: Vec<String> =
+                        cache.and_then(|c| c.store(&summary)).into_iter().collect();
+                    let kept = matches!(job, Job::Generate(_)).then(|| summary.clone());
+                    if sender
+                        .send(Message::Summary(i, Ok((summary, stored.clone()))))
+                        .is_err()
+                    {
+                        return;
                     }
+                    let (Some(summary), Some(names)) = (kept, decision.wait()) else {
+                        return;
+                    };
+                    let _permit = gate.take();
+                    let resumed = Instant::now();
+                    let output = write_target(config, inputs, model, &names).map(|g| {
+                        took += resumed.elapsed();
+                        TargetOutput {
+                            ctk: g.ctk,
+                            files: g.files,
+                            summary,
+                            warnings: g.warnings.into_iter().chain(stored).collect(),
+                            took,
+                        }
+                    });
+                    _ = sender.send(Message::Files(i, output));
                 })
                 .expect("spawn a generator thread");
         }
         drop(sender);
-        for (i, made) in receiver {
-            if let Ok(Made::Generated(output)) = &made {
-                done(output);
+        let mut pending = jobs.len();
+        while pending > 0 {
+            let Ok(Message::Summary(i, made)) = receiver.recv() else {
+                unreachable!("every job reports its summary before its files, and only once")
+            };
+            reported[i] = Some(made);
+            pending -= 1;
+        }
+        if reported.iter().flatten().all(Result::is_ok) {
+            let all: Vec<&Summary> = config
+                .targets
+                .iter()
+                .filter_map(|ctk| {
+                    reported
+                        .iter()
+                        .flatten()
+                        .flatten()
+                        .map(|(s, _)| s)
+                        .chain(&cached)
+                        .find(|s| s.ctk == *ctk)
+                })
+                .collect();
+            shared = crate::shared::decide(&all);
+        }
+        decision.set(
+            reported
+                .iter()
+                .flatten()
+                .all(Result::is_ok)
+                .then(|| shared.names.clone()),
+        );
+        for message in receiver {
+            if let Message::Files(i, output) = message {
+                if let Ok(output) = &output {
+                    done(output);
+                }
+                written[i] = Some(output);
             }
-            results[i] = Some(made);
         }
     });
     // Every job ran unless one failed, and then its error is among the results.
     let (mut generated, mut summarised, mut warnings) = (Vec::new(), cached, ignored);
-    for made in results.into_iter().flatten() {
-        match made? {
-            Made::Generated(output) => generated.push(output),
-            Made::Summarised(summary, more) => {
-                summarised.push(summary);
-                warnings.extend(more);
-            }
+    for (job, made) in jobs.iter().zip(reported) {
+        let (summary, more) = made.expect("every job reported")?;
+        if let Job::Summarise(_) = job {
+            summarised.push(summary);
+            warnings.extend(more);
         }
+    }
+    for output in written.into_iter().flatten() {
+        generated.push(output?);
     }
     let summaries: Vec<&Summary> = config
         .targets
@@ -367,12 +440,15 @@ pub fn generate_crate_with(
                 .find(|s| s.ctk == *ctk)
         })
         .collect();
+    let templates = config.templates.parse();
     let module_list = filled(
         Path::new(emit::BINDINGS_MOD),
-        writer::write_bindings_mod(&summaries, &config.templates.parse()),
+        writer::write_bindings_mod(&summaries, &templates),
     )?;
+    let common = writer::write_common(&shared, &templates);
     let mut files: Vec<GeneratedFile> = generated.iter().flat_map(|g| g.files.clone()).collect();
     files.push(emit::bindings_mod(&module_list)?);
+    files.push(emit::common(&common)?);
     files.push(emit::manifest(&config.out, &config.targets)?);
     Ok(CrateOutput {
         complete: config.targets.iter().all(|c| ctks.contains(c)),
@@ -382,34 +458,73 @@ pub fn generate_crate_with(
     })
 }
 
-/// Runs one job on the calling (worker) thread. Every summary made from the headers goes into
-/// `cache`, when there is one, for a later `regen --ctk X` (a failure to cache is a warning).
-fn run(
-    config: &Config,
-    job: Job,
-    inputs: &Inputs,
-    cache: Option<&summaries::Cache>,
-) -> Result<Made, GenerateError> {
-    let started = Instant::now();
-    let (model, generated) = match job {
-        Job::Generate(_) => {
-            let one = generate_from(config, inputs)?;
-            (one.model, Some((one.files, one.warnings)))
+/// A job's summary and the warnings of its caching, or why it has none.
+type Reported = Result<(Summary, Vec<String>), GenerateError>;
+
+/// What a job's thread tells [`generate_crate`]: its model's summary, then (a generated target)
+/// its files.
+enum Message {
+    Summary(usize, Reported),
+    Files(usize, Result<TargetOutput, GenerateError>),
+}
+
+/// Permits for the heavy steps of the jobs of [`generate_crate`]: at most so many at once.
+struct Gate {
+    free: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+/// A permit of a [`Gate`], given back when dropped.
+struct Permit<'a>(&'a Gate);
+
+impl Gate {
+    fn new(permits: usize) -> Gate {
+        Gate {
+            free: std::sync::Mutex::new(permits),
+            freed: std::sync::Condvar::new(),
         }
-        Job::Summarise(_) => (model_from(config, inputs)?, None),
-    };
-    let summary = Summary::of(&model);
-    let stored = cache.and_then(|cache| cache.store(&summary));
-    Ok(match generated {
-        Some((files, warnings)) => Made::Generated(TargetOutput {
-            ctk: summary.ctk,
-            files,
-            summary,
-            warnings: warnings.into_iter().chain(stored).collect(),
-            took: started.elapsed(),
-        }),
-        None => Made::Summarised(summary, stored.into_iter().collect()),
-    })
+    }
+
+    fn take(&self) -> Permit<'_> {
+        let free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let mut free = self
+            .freed
+            .wait_while(free, |free| *free == 0)
+            .unwrap_or_else(|p| p.into_inner());
+        *free -= 1;
+        Permit(self)
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.0.freed.notify_one();
+    }
+}
+
+/// The shared names [`generate_crate`] decides once every summary is in, which the generated
+/// targets' threads wait for: `None` when a job failed and nothing is to be written.
+#[derive(Default)]
+struct Decision {
+    made: std::sync::Mutex<Option<Option<BTreeSet<String>>>>,
+    changed: std::sync::Condvar,
+}
+
+impl Decision {
+    fn set(&self, names: Option<BTreeSet<String>>) {
+        *self.made.lock().unwrap_or_else(|p| p.into_inner()) = Some(names);
+        self.changed.notify_all();
+    }
+
+    fn wait(&self) -> Option<BTreeSet<String>> {
+        let made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        let made = self
+            .changed
+            .wait_while(made, |made| made.is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        made.clone().flatten()
+    }
 }
 
 /// The file written to `path`, refused where its template could not be filled, or where an
@@ -437,9 +552,17 @@ fn write_audited(
     model: &Model,
     api: &ApiModel,
     templates: &ParsedTemplates,
+    shared: &BTreeSet<String>,
 ) -> Result<syn::File, GenerateError> {
-    let file = writer::write_api(model, api, templates);
-    let mut violations = audit::forwarding_violations(&file);
+    let file = writer::write_api(model, api, templates, shared);
+    // The shared types the file re-exports, as the crate's `common` module defines them.
+    let common: Vec<syn::Item> = api
+        .types
+        .iter()
+        .filter(|t| shared.contains(&t.name))
+        .flat_map(|t| t.items.iter().cloned())
+        .collect();
+    let mut violations = audit::forwarding_violations(&file, &common);
     violations.extend(audit::entry_point_violations(&file));
     if violations.is_empty() {
         return Ok(file);

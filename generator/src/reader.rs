@@ -197,6 +197,10 @@ fn clang_args(headers: &HeaderSet, api: Api) -> Vec<String> {
         .collect()
 }
 
+/// The enumerations whose values are flags (`CUgraphInstantiate_flags_enum`,
+/// `cudaGraphInstantiateFlags`): bindgen gives them `|`, `|=`, `&` and `&=`.
+const FLAG_ENUMS: &str = ".*[Ff]lags?(_enum)?$";
+
 fn builder(headers: &HeaderSet, api: Api, deny: &DenyList) -> (bindgen::Builder, Macros) {
     let macros = Macros::default();
     let (contents, _) = contents(api);
@@ -207,6 +211,8 @@ fn builder(headers: &HeaderSet, api: Api, deny: &DenyList) -> (bindgen::Builder,
             is_bitfield: false,
             is_global: false,
         })
+        // Flag enumerations combine with `|` (and `&`), as C combines their values.
+        .bitfield_enum(FLAG_ENUMS)
         .generate_comments(true)
         .layout_tests(true)
         .derive_default(true)
@@ -272,6 +278,8 @@ fn read_api(
     }
     let constants = fixup::macro_constants(&items, &macros, &scanned.macros);
     items.extend(constants);
+    let conversions = fixup::enum_conversions(&items);
+    items.extend(conversions);
 
     let mut decls = Vec::new();
     let mut pfns: BTreeMap<String, syn::TypeFnPtr> = BTreeMap::new();
@@ -702,8 +710,28 @@ fn sort_key(item: &syn::Item) -> String {
         syn::Item::Type(t) => t.ident.to_string(),
         syn::Item::Const(c) if c.ident != "_" => c.ident.to_string(),
         syn::Item::Static(s) => s.ident.to_string(),
+        // `impl From<X> for u32` goes with `X`.
+        syn::Item::Impl(i) if from_type(i).is_some() => from_type(i).unwrap_or_default(),
         syn::Item::Impl(i) => i.self_ty.to_token_stream().to_string(),
+        // bindgen's `pub use self::X_enum as X;` for a typedef of an enumeration.
+        syn::Item::Use(syn::ItemUse {
+            tree: syn::UseTree::Path(p),
+            ..
+        }) if matches!(&*p.tree, syn::UseTree::Rename(_)) => match &*p.tree {
+            syn::UseTree::Rename(r) => r.rename.to_string(),
+            _ => unreachable!("matched above"),
+        },
         other => first_generic_type(other).unwrap_or_default(),
+    }
+}
+
+/// The `X` of `impl From<X> for ..`.
+fn from_type(i: &syn::ItemImpl) -> Option<String> {
+    let path = &i.trait_.as_ref()?.0;
+    let last = path.segments.last().filter(|s| s.ident == "From")?;
+    match &last.arguments {
+        syn::PathArguments::AngleBracketed(a) => Some(a.args.to_token_stream().to_string()),
+        _ => None,
     }
 }
 

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use crate::Ctk;
 use crate::doc::{self, Links};
 use crate::model::{Api, ApiModel, Function, Model, Summary};
+use crate::shared::Shared;
 
 /// The template files, read and checked: their text, which each generation parses again
 /// ([`Templates::parse`]), so that the configuration holding them can be shared by the worker
@@ -166,15 +167,28 @@ impl Templates {
     }
 }
 
-/// Writes one API of one target as a syntax tree (not yet formatted).
-pub fn write_api(model: &Model, api: &ApiModel, templates: &ParsedTemplates) -> syn::File {
+/// Writes one API of one target as a syntax tree (not yet formatted). The types `shared` names
+/// are re-exported from the crate's `common` module ([`crate::shared`]), the others defined here.
+pub fn write_api(
+    model: &Model,
+    api: &ApiModel,
+    templates: &ParsedTemplates,
+    shared: &BTreeSet<String>,
+) -> syn::File {
     let mut file = templates.file.clone();
     let doc = module_doc(model, api.api);
     let status: syn::Type = match api.api {
         Api::Driver => syn::parse_quote!(CUresult),
         Api::Runtime => syn::parse_quote!(cudaError_t),
     };
-    Filler::for_module(doc, status).visit_file_mut(&mut file);
+    let api_value: syn::Expr = match api.api {
+        Api::Driver => syn::parse_quote!(crate::error::Api::Driver),
+        Api::Runtime => {
+            let major = syn::LitInt::new(&model.ctk.major().to_string(), Span::call_site());
+            syn::parse_quote!(crate::error::Api::Runtime { major: #major })
+        }
+    };
+    Filler::for_module(doc, status, api_value).visit_file_mut(&mut file);
     // Keep only the loader items this API uses.
     let drop: &[&str] = match api.api {
         Api::Driver => &["RuntimeFn", "runtime_result"],
@@ -191,6 +205,13 @@ pub fn write_api(model: &Model, api: &ApiModel, templates: &ParsedTemplates) -> 
     }
     let mut docs = ConvertDocs(&links);
     for ty in &api.types {
+        if shared.contains(&ty.name) {
+            for name in ty.items.iter().filter_map(item_name) {
+                file.items
+                    .push(syn::parse_quote!(pub use crate::common::#name;));
+            }
+            continue;
+        }
         for item in &ty.items {
             let mut item = item.clone();
             docs.visit_item_mut(&mut item);
@@ -247,6 +268,62 @@ pub fn write_api(model: &Model, api: &ApiModel, templates: &ParsedTemplates) -> 
     all.expr = Box::new(syn::parse_quote!(&[#(&#names),*]));
     items.extend(entries.into_iter().map(syn::Item::Static));
     items.push(syn::Item::Static(all));
+    file
+}
+
+/// The name a type item defines (none for an impl or a layout check).
+fn item_name(item: &syn::Item) -> Option<&syn::Ident> {
+    match item {
+        syn::Item::Struct(s) => Some(&s.ident),
+        syn::Item::Union(u) => Some(&u.ident),
+        syn::Item::Enum(e) => Some(&e.ident),
+        syn::Item::Type(t) => Some(&t.ident),
+        syn::Item::Const(c) if c.ident != "_" => Some(&c.ident),
+        syn::Item::Static(s) => Some(&s.ident),
+        syn::Item::Use(syn::ItemUse {
+            tree: syn::UseTree::Path(p),
+            ..
+        }) => match &*p.tree {
+            syn::UseTree::Rename(r) => Some(&r.rename),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Writes the crate's `common` module: every shared type's definition ([`crate::shared`]), with
+/// the lint settings of the file template, as a syntax tree (not yet formatted).
+pub fn write_common(shared: &Shared, templates: &ParsedTemplates) -> syn::File {
+    let mut items = Vec::new();
+    for text in shared.definitions.values() {
+        let file: syn::File = syn::parse_str(text).expect("a summary's types are bindgen's items");
+        items.extend(file.items);
+    }
+    let links = Links::of_items(&items);
+    let mut docs = ConvertDocs(&links);
+    for item in &mut items {
+        docs.visit_item_mut(item);
+    }
+    let doc = [
+        "The types whose C definition is the same in every target of `generator/targets.txt` and",
+        "in both APIs, defined once: each target's `driver` and `runtime` module re-exports the",
+        "ones its headers declare, under their C names, so `CUstream` of one target is",
+        "`cudaStream_t` of every target, as in C. A type whose definition differs between targets",
+        "(`cargo xtask diff` lists how) is defined in each target's modules instead.",
+    ]
+    .join("\n");
+    let mut attrs: Vec<syn::Attribute> = vec![syn::parse_quote!(#![doc = #doc])];
+    attrs.extend(
+        templates
+            .file
+            .attrs
+            .iter()
+            .filter(|a| !a.path().is_ident("doc"))
+            .cloned(),
+    );
+    let mut file = templates.file.clone();
+    file.attrs = attrs;
+    file.items = items;
     file
 }
 
@@ -479,11 +556,13 @@ struct Filler {
     needs: u32,
     major: u32,
     per_thread: Option<syn::Expr>,
+    api: Option<syn::Expr>,
 }
 
 impl Filler {
-    /// The filler of a file's template: its documentation, and `__Ret__`, the API's status type.
-    fn for_module(doc: Vec<String>, status: syn::Type) -> Self {
+    /// The filler of a file's template: its documentation, `__Ret__`, the API's status type, and
+    /// `__API__`, the API as `crate::error::Api` names it.
+    fn for_module(doc: Vec<String>, status: syn::Type, api: syn::Expr) -> Self {
         Filler {
             doc: doc
                 .iter()
@@ -497,6 +576,7 @@ impl Filler {
             needs: 0,
             major: 0,
             per_thread: None,
+            api: Some(api),
         }
     }
 
@@ -527,6 +607,7 @@ impl Filler {
             needs: f.needs,
             major: model.ctk.major(),
             per_thread: Some(per_thread),
+            api: None,
         }
     }
 
@@ -639,6 +720,8 @@ impl VisitMut for Filler {
                 Some(syn::parse_quote!(#v))
             } else if Self::is_placeholder(&p.path, "__PER_THREAD__") {
                 self.per_thread.clone()
+            } else if Self::is_placeholder(&p.path, "__API__") {
+                self.api.clone()
             } else {
                 None
             };

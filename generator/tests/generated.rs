@@ -30,15 +30,19 @@ fn committed(ctk: Ctk, api: &str) -> (PathBuf, syn::File) {
 fn every_committed_host_function_wrapper_forwards_its_arguments_unchanged() {
     let mut audited = Vec::new();
     let listed = config().targets;
+    let common = config().out.join(emit::COMMON);
+    let common =
+        std::fs::read_to_string(&common).unwrap_or_else(|e| panic!("{}: {e}", common.display()));
+    let common = syn::parse_file(&common).expect("common.rs parses").items;
     for &ctk in &listed {
         for api in ["driver", "runtime"] {
             let (path, file) = committed(ctk, api);
-            let violations = audit::forwarding_violations(&file);
+            let violations = audit::forwarding_violations(&file, &common);
             assert!(violations.is_empty(), "{}: {violations:?}", path.display());
             let violations = audit::entry_point_violations(&file);
             assert!(violations.is_empty(), "{}: {violations:?}", path.display());
             audited.extend(
-                audit::host_function_wrappers(&file)
+                audit::host_function_wrappers(&file, &common)
                     .iter()
                     .map(|f| format!("{ctk}/{api}/{}", f.sig.ident)),
             );

@@ -198,6 +198,18 @@ impl From<cuda_hostcb::Error> for Error {
 }
 
 impl Error {
+    /// Whether this is a failed CUDA call whose status is `code`, by name, as
+    /// [`cuda_hostcb::Error::is`] tells it (`err.is(CUresult::CUDA_ERROR_NOT_READY)` with any
+    /// target's `CUresult`); every other error is none.
+    pub fn is<C: cuda_hostcb::error::Code>(&self, code: C) -> bool {
+        match self {
+            Error::Cuda(e) => e.is(code),
+            Error::UpdateRejected { source, .. } => source.is(code),
+            Error::HostFunctionsSkipped { source, .. } => source.is(code),
+            _ => false,
+        }
+    }
+
     /// The `CUresult` value of a failed CUDA call, `None` for every other error.
     pub fn code(&self) -> Option<u32> {
         // One arm per variant: the inner errors lie at different offsets, and a shared arm

@@ -22,7 +22,7 @@ use crate::graph::give_to_graph;
 use crate::panic::{PanicStage, report};
 use crate::protocol::store;
 use crate::shared::{Shared, call_shared};
-use crate::{Context, Graph, GraphExec, GraphNode, Stream, host_v2, sync_mode, sys};
+use crate::{Context, Graph, GraphExec, GraphNode, Instantiate, Stream, host_v2, sync_mode, sys};
 use crate::{Error, HostSyncMode};
 
 /// A node of the graph an [`UpdatableExec`] was instantiated from, without the borrow of the
@@ -139,7 +139,7 @@ where
 /// Instantiates `graph` with `store` held by the executable: a user object that owns one `Arc`
 /// of the store is retained by the graph for the instantiation only, so that the executable
 /// copies the reference and the graph lets its own go.
-fn hold_in(graph: &Graph, store: &Arc<Store>) -> Result<GraphExec, Error> {
+fn hold_in(graph: &Graph, store: &Arc<Store>, how: Instantiate<'_>) -> Result<GraphExec, Error> {
     let keep = Arc::clone(store);
     let (_, destroy, discard, data) = Shared::new(move || {
         let _keep = &keep;
@@ -148,7 +148,7 @@ fn hold_in(graph: &Graph, store: &Arc<Store>) -> Result<GraphExec, Error> {
     // SAFETY: `destroy` (the reaper's drop) and `discard` (a drop here) each drop the box behind
     // `data` once; it was given up.
     let object = unsafe { give_to_graph(graph.as_raw(), data, destroy, discard)? };
-    let exec = graph.instantiate();
+    let exec = graph.instantiate_with(how);
     // SAFETY: the graph holds the one reference moved into it above.
     let released = unsafe { sys::cuGraphReleaseUserObject(graph.as_raw(), object, 1) };
     let exec = exec?;
@@ -220,9 +220,15 @@ impl Graph {
     /// Instantiates the graph (`cuGraphInstantiate`) as an [`UpdatableExec`], which keeps the
     /// graph, so that the [`NodeId`]s of its nodes stay valid for the executable's life.
     pub fn instantiate_updatable(self) -> Result<UpdatableExec, Error> {
+        self.instantiate_updatable_with(Instantiate::new())
+    }
+
+    /// [`instantiate_updatable`](Self::instantiate_updatable) with CUDA's instantiation flags,
+    /// as [`Graph::instantiate_with`] takes them.
+    pub fn instantiate_updatable_with(self, how: Instantiate<'_>) -> Result<UpdatableExec, Error> {
         callback::enter("Graph::instantiate_updatable")?;
         let store = Arc::new(Store::new());
-        let exec = hold_in(&self, &store)?;
+        let exec = hold_in(&self, &store, how)?;
         Ok(UpdatableExec {
             exec,
             graph: self,

@@ -245,14 +245,44 @@ impl Graph {
     /// Instantiates the graph (`cuGraphInstantiate`) in its context; the executable holds its
     /// own references to the closures, so the graph may be dropped before it.
     pub fn instantiate(&self) -> Result<GraphExec, Error> {
+        self.instantiate_with(Instantiate::new())
+    }
+
+    /// Instantiates the graph as [`instantiate`](Self::instantiate) does, with CUDA's
+    /// instantiation flags (`cuGraphInstantiateWithParams`): memory a launch allocates freed
+    /// before the next ([`Instantiate::auto_free_on_launch`]), node priorities
+    /// ([`Instantiate::use_node_priority`]), an upload to the device on a stream
+    /// ([`Instantiate::upload`]). The closures are owned as by `instantiate`.
+    ///
+    /// ```no_run
+    /// # fn run(graph: &cuda_hostcb_safe::Graph, stream: &cuda_hostcb_safe::Stream) -> Result<(), cuda_hostcb_safe::Error> {
+    /// use cuda_hostcb_safe::Instantiate;
+    /// let exec = graph.instantiate_with(Instantiate::new().auto_free_on_launch().upload(stream))?;
+    /// exec.launch(stream)?;
+    /// exec.launch(stream)?; // the first launch's unfreed allocations are freed first
+    /// # Ok(()) }
+    /// ```
+    pub fn instantiate_with(&self, how: Instantiate<'_>) -> Result<GraphExec, Error> {
         callback::enter("Graph::instantiate")?;
         let _current = push(self.ctx.as_ref())?;
         // GraphExec::launch calls cuGraphLaunch's entry point as resolved: no executable
         // without it. (A driver with graphs has it.)
         sys::entry::cuGraphLaunch.get()?;
         let mut raw: sys::CUgraphExec = ptr::null_mut();
-        // SAFETY: the graph is valid; a valid out-pointer.
-        unsafe { sys::cuGraphInstantiate(&mut raw, self.raw, 0)? };
+        if how.flags == 0 {
+            // SAFETY: the graph is valid; a valid out-pointer.
+            unsafe { sys::cuGraphInstantiate(&mut raw, self.raw, 0)? };
+        } else {
+            let mut params = sys::CUDA_GRAPH_INSTANTIATE_PARAMS {
+                flags: how.flags,
+                hUploadStream: how.upload.map_or(ptr::null_mut(), Stream::as_raw),
+                hErrNode_out: ptr::null_mut(),
+                result_out: sys::CUgraphInstantiateResult::CUDA_GRAPH_INSTANTIATE_SUCCESS,
+            };
+            // SAFETY: the graph and the upload stream (borrowed for the call) are valid; valid
+            // out-pointers.
+            unsafe { sys::cuGraphInstantiateWithParams(&mut raw, self.raw, &mut params)? };
+        }
         Ok(GraphExec {
             raw,
             ctx: self.ctx.clone(),
@@ -455,5 +485,50 @@ fn update_result_name(result: sys::CUgraphExecUpdateResult) -> &'static str {
             "CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED"
         }
         _ => "an unknown CUgraphExecUpdateResult",
+    }
+}
+
+/// How [`Graph::instantiate_with`] instantiates a graph: CUDA's instantiation flags
+/// (`CUgraphInstantiate_flags`), chosen one call at a time; [`Instantiate::new`] is none of
+/// them, as [`Graph::instantiate`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Instantiate<'s> {
+    flags: u64,
+    upload: Option<&'s Stream>,
+}
+
+impl<'s> Instantiate<'s> {
+    /// No flag.
+    pub fn new() -> Instantiate<'s> {
+        Instantiate::default()
+    }
+
+    /// `CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH`: memory the graph's allocation nodes
+    /// allocated in one launch and no node freed is freed before the next launch, which CUDA
+    /// otherwise refuses.
+    pub fn auto_free_on_launch(self) -> Instantiate<'s> {
+        self.with(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+    }
+
+    /// `CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY`: each kernel node runs at the priority
+    /// its launch attributes give it, not its stream's.
+    pub fn use_node_priority(self) -> Instantiate<'s> {
+        self.with(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
+    }
+
+    /// `CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD`: the executable is uploaded to the device on
+    /// `stream` as it is instantiated, so that its first launch does not pay for it.
+    pub fn upload(self, stream: &'s Stream) -> Instantiate<'s> {
+        Instantiate {
+            upload: Some(stream),
+            ..self.with(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
+        }
+    }
+
+    fn with(self, flag: sys::CUgraphInstantiate_flags) -> Instantiate<'s> {
+        Instantiate {
+            flags: self.flags | u64::from(flag),
+            ..self
+        }
     }
 }

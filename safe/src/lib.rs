@@ -54,9 +54,10 @@
 //! 12.3 the capture would be asked of `cuStreamGetCaptureInfo_v2`.
 //!
 //! There is no module per target: the handles the layer wraps are the same C objects whatever
-//! headers a program's own raw calls were generated from, so a program that uses an older
-//! target's bindings (`cuda_hostcb::ctk_12_9::driver`) passes its raw handles with a pointer
-//! cast (`Stream::borrow_raw(raw.cast())`, `stream.as_raw().cast()`).
+//! headers a program's own raw calls were generated from, and the same Rust types too
+//! (`cuda_hostcb::common`): a program that uses an older target's bindings, or the runtime API,
+//! passes its raw handles to and from the layer as they are (`Stream::borrow_raw(raw)`, where
+//! `raw` is a `cudaStream_t`; `stream.as_raw()` to any target's `cuStreamSynchronize`).
 //!
 //! # Who owns a closure
 //!
@@ -190,7 +191,7 @@ pub use context::Context;
 pub use error::Error;
 pub use error::{HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 pub use exec_update::{NodeId, UpdatableExec};
-pub use graph::{Graph, GraphExec, GraphNode};
+pub use graph::{Graph, GraphExec, GraphNode, Instantiate};
 pub use interop::BorrowedGraph;
 pub use panic::{
     CallbackPanic, PanicHook, PanicStage, default_panic_hook, set_panic_hook, take_panic_hook,
@@ -284,3 +285,35 @@ cuda_hostcb::newest_target!(newest);
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+// One Rust type per C type: every handle the layer gives or takes is the type of that handle in
+// every target's driver and runtime bindings, so no program needs a cast to cross them. A
+// compile-time check: this module does not build if a target defines one of these on its own.
+#[cfg(test)]
+mod one_type_per_c_type {
+    macro_rules! the_same_handles {
+        ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+            const _: () = {
+                use cuda_hostcb::$target::{driver as cu, runtime as rt};
+                #[allow(dead_code, reason = "compiled, not called")]
+                fn handles(
+                    ctx: &crate::Context,
+                    stream: &crate::Stream,
+                    graph: &crate::Graph,
+                    exec: &crate::GraphExec,
+                    node: &crate::NodeId,
+                ) {
+                    let _: (cu::CUcontext, cu::CUstream, rt::cudaStream_t) =
+                        (ctx.as_raw(), stream.as_raw(), stream.as_raw());
+                    let _: (cu::CUgraph, rt::cudaGraph_t) = (graph.as_raw(), graph.as_raw());
+                    let _: (cu::CUgraphExec, rt::cudaGraphExec_t) = (exec.as_raw(), exec.as_raw());
+                    let _: (cu::CUgraphNode, rt::cudaGraphNode_t) = (node.as_raw(), node.as_raw());
+                    let raw: rt::cudaStream_t = stream.as_raw();
+                    // SAFETY: never called; borrow_raw takes the runtime's handle as it is.
+                    let _ = || unsafe { crate::Stream::borrow_raw(raw) };
+                }
+            };
+        };
+    }
+    cuda_hostcb::for_each_target!(the_same_handles);
+}

@@ -4,8 +4,8 @@
 //!
 //! Each listing is one line per public item (`fn`, `struct`, field, method, trait impl, ...),
 //! with its signature as rustdoc reads it, sorted. The generated crate's target modules
-//! (`cuda_hostcb::ctk_*`: the whole CUDA API per target, thousands of items) are listed as one
-//! line per module and kind: the count of items and the SHA-256 of their sorted lines.
+//! (`cuda_hostcb::ctk_*`: the whole CUDA API per target, thousands of items) and the types they
+//! share (`cuda_hostcb::common`) are listed as one line per module and kind: the count of items and the SHA-256 of their sorted lines.
 //!
 //! A line only in the new listing is an addition; a line only in the committed one is a removal or
 //! a change (a changed signature is a removal and an addition), as is a target module line whose
@@ -254,10 +254,20 @@ fn listing(json: &Value, lib: &str) -> anyhow::Result<Vec<String>> {
     for (path, line) in out.lines {
         // `cuda_hostcb::ctk_13_5::driver::...`: a target module of the generated crate.
         let parts: Vec<&str> = path.split("::").collect();
-        if lib == "cuda_hostcb" && parts.len() > 3 && parts[1].starts_with("ctk_") {
+        // `cuda_hostcb::common::...`: the types every target shares.
+        let module = match parts.get(1) {
+            Some(m) if lib == "cuda_hostcb" && m.starts_with("ctk_") && parts.len() > 3 => {
+                Some(parts[..3].join("::"))
+            }
+            Some(&"common") if lib == "cuda_hostcb" && parts.len() > 2 => {
+                Some(parts[..2].join("::"))
+            }
+            _ => None,
+        };
+        if let Some(module) = module {
             let kind = line.split(' ').next().unwrap_or_default();
             groups
-                .entry(format!("{}::{}::{} {kind}", parts[0], parts[1], parts[2]))
+                .entry(format!("{module} {kind}"))
                 .or_default()
                 .push(line);
         } else {

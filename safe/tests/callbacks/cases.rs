@@ -34,7 +34,7 @@ pub fn probe() -> Result<usize, String> {
 
 /// Every case of this target.
 pub fn trials(gpu: &Gpu) -> Vec<Trial> {
-    let cases: [(&str, Case); 7] = [
+    let cases: [(&str, Case); 8] = [
         (
             "exec_10000_node_updates_while_launches_are_in_flight",
             exec_10000_node_updates_while_launches_are_in_flight,
@@ -57,6 +57,10 @@ pub fn trials(gpu: &Gpu) -> Vec<Trial> {
             completion_futures_in_order_1000,
         ),
         ("completion_of_graph_launches", completion_of_graph_launches),
+        (
+            "instantiate_with_auto_free_on_launch",
+            instantiate_with_auto_free_on_launch,
+        ),
     ];
     cases
         .into_iter()
@@ -732,5 +736,79 @@ fn completion_futures_in_order_1000() -> Outcome {
         1000 * POLLS_OVER_100_MS,
     )?;
     println!("completion_1000: each resolved after its closure; {total_polls} polls");
+    done()
+}
+
+/// A graph whose allocation node's memory no node frees: CUDA refuses to launch its executable
+/// again while that memory is allocated, unless the graph was instantiated to free it on launch,
+/// which the safe layer passes (`Instantiate::auto_free_on_launch`, here with an upload). The
+/// graph's host-node closure is owned as with any instantiation: called once per launch, dropped
+/// once, after the executables.
+fn instantiate_with_auto_free_on_launch() -> Outcome {
+    let ctx = current()?;
+    let stream = safe::Stream::new(&ctx)?;
+    let (calls, drops) = (counter(), counter());
+    let graph = safe::Graph::new(&ctx)?;
+    let host = {
+        let (c, tally) = (Arc::clone(&calls), Tally(Arc::clone(&drops)));
+        graph.add_host_node(&[], move || {
+            let _keep = &tally;
+            c.fetch_add(1, SeqCst);
+        })?
+    };
+    // SAFETY: all-zero is a valid value of this plain C struct (device 0, no access list).
+    let mut params: sys::CUDA_MEM_ALLOC_NODE_PARAMS = unsafe { std::mem::zeroed() };
+    params.poolProps.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    params.poolProps.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    params.bytesize = 1 << 20;
+    let dep = host.as_raw();
+    let mut alloc = ptr::null_mut();
+    // SAFETY: the graph and its node are valid; valid in and out pointers.
+    unsafe { sys::cuGraphAddMemAllocNode(&mut alloc, graph.as_raw(), &dep, 1, &mut params)? };
+
+    // Without the flag: the second launch is refused while the first one's memory is held.
+    let plain = graph.instantiate()?;
+    plain.launch(&stream)?;
+    stream.synchronize()?;
+    let refused = plain.launch(&stream);
+    stream.synchronize()?;
+    let refused_as = refused.as_ref().err().map(|e| e.to_string());
+    expect_eq(
+        "a relaunch without the flag refused",
+        refused.is_err(),
+        true,
+    )?;
+    // SAFETY: the first launch allocated `dptr`, which nothing else uses or frees.
+    unsafe { sys::cuMemFreeAsync(params.dptr, stream.as_raw())? };
+    stream.synchronize()?;
+    // A graph with memory nodes has one executable at a time.
+    drop(plain);
+
+    let flags = safe::Instantiate::new()
+        .auto_free_on_launch()
+        .upload(&stream);
+    let freeing = graph.instantiate_with(flags)?;
+    for _ in 0..3 {
+        freeing.launch(&stream)?;
+    }
+    stream.synchronize()?;
+    // SAFETY: the last launch allocated `dptr`, which nothing else uses or frees.
+    unsafe { sys::cuMemFreeAsync(params.dptr, stream.as_raw())? };
+    stream.synchronize()?;
+    expect_eq(
+        "host-node calls (1 plain launch, 3 freeing ones)",
+        calls.load(SeqCst),
+        4,
+    )?;
+    drop(freeing);
+    drop(graph);
+    wait_count("drops of the graph's closure", &drops, 1)?;
+    println!(
+        "instantiate_flags: without AUTO_FREE_ON_LAUNCH the relaunch was refused ({}); with it \
+         (and an upload) 3 launches ran; the closure was called {} times, dropped {} time(s)",
+        refused_as.unwrap_or_default(),
+        calls.load(SeqCst),
+        drops.load(SeqCst)
+    );
     done()
 }
