@@ -300,7 +300,7 @@ fn read_api(
                 if let syn::Item::Type(t) = &item {
                     aliases.insert(t.ident.to_string(), (*t.ty).clone());
                 }
-                let key = sort_key(&item);
+                let key = group_of(&item);
                 types.entry(key).or_default().push(item);
             }
         }
@@ -701,8 +701,10 @@ fn bare_fn_of(ty: &syn::Type) -> Option<syn::TypeFnPtr> {
     }
 }
 
-/// The name an item sorts under: its own name, or for impls and layout checks the type's.
-fn sort_key(item: &syn::Item) -> String {
+/// The name an item of bindgen's output is grouped under in the model
+/// ([`crate::model::TypeDef::name`]): what it defines, or the type an impl or a layout check is
+/// for.
+pub fn group_of(item: &syn::Item) -> String {
     match item {
         syn::Item::Struct(s) => s.ident.to_string(),
         syn::Item::Union(u) => u.ident.to_string(),

@@ -166,7 +166,7 @@ pub fn decide(summaries: &[&Summary]) -> Shared {
 }
 
 /// `tokens` without their outer doc attributes (`#[doc = ..]`), at every depth.
-fn without_docs(tokens: TokenStream) -> TokenStream {
+pub fn without_docs(tokens: TokenStream) -> TokenStream {
     let mut out = Vec::new();
     let mut iter = tokens.into_iter().peekable();
     while let Some(tt) = iter.next() {

@@ -416,7 +416,7 @@ fn a_tampered_unpacked_header_is_unpacked_again_not_sealed() {
             "{stderr}"
         );
         assert!(
-            stderr.contains("check: 7 generated files match"),
+            stderr.contains("check: 8 generated files match"),
             "{stderr}"
         );
         assert_eq!(std::fs::read_to_string(&typedefs).unwrap(), original);
