@@ -125,7 +125,8 @@ fn model_from(config: &Config, inputs: &Inputs) -> Result<Model, GenerateError> 
 /// crate of several targets has: [`generate_crate`]).
 pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, GenerateError> {
     let model = model_from(config, inputs)?;
-    write_target(config, inputs, model, &BTreeSet::new())
+    let summary = Summary::of(&model);
+    write_target(config, inputs, model, &summary, &BTreeSet::new())
 }
 
 /// Writes one target's files from its model; the types `shared` names are re-exported from the
@@ -134,6 +135,7 @@ fn write_target(
     config: &Config,
     inputs: &Inputs,
     model: Model,
+    summary: &Summary,
     shared: &BTreeSet<String>,
 ) -> Result<Generated, GenerateError> {
     let ctk = inputs.headers.ctk;
@@ -158,7 +160,7 @@ fn write_target(
         writer::write_layout(&oracle.values, templates),
     )?;
     // The summary's digest, sealed with the target's files: what vouches for a cached summary.
-    let summary = Summary::of(&model).to_text();
+    let summary = summary.to_text();
     let provenance = emit::provenance_file(
         ctk,
         &inputs.provenance(),
@@ -362,7 +364,7 @@ pub fn generate_crate_with(
                     };
                     let _permit = gate.take();
                     let resumed = Instant::now();
-                    let output = write_target(config, inputs, model, &names).map(|g| {
+                    let output = write_target(config, inputs, model, &summary, &names).map(|g| {
                         took += resumed.elapsed();
                         TargetOutput {
                             ctk: g.ctk,
