@@ -3,7 +3,7 @@
 //! The protocol modules ([`crate::protocol::backlog`], [`crate::protocol::deferral`], [`crate::protocol::book`],
 //! [`crate::protocol::signal`], [`crate::protocol::store`]) take every lock, atomic and thread operation from
 //! `crate::sync`. The model-checking crate `tests/loom` compiles those same files against a facade
-//! of the same shape that, under `--cfg loom`, gives loom's primitives instead, so that loom
+//! of the same shape that, with its feature `loom`, gives loom's primitives instead, so that loom
 //! explores the interleavings of the code that runs here (see `docs/testing.md`).
 
 pub(crate) use std::sync::atomic;

@@ -1,7 +1,7 @@
-//! `cargo xtask test`: everything CI checks, in one command: formatting, clippy, docs, seals,
-//! stale output, every test of the workspace (GPU tests skip visibly without a GPU), the
-//! concurrent protocols under loom, and the instruction budgets of the CPU bench over the stub
-//! driver (bench/budgets.txt).
+//! `cargo xtask test`: everything CI checks, in one command: formatting, seals, stale output,
+//! clippy, docs, the public API, every test of the workspace (GPU tests skip visibly without a
+//! GPU; the concurrent protocols' models under loom among them), and the instruction budgets of
+//! the CPU bench over the stub driver (bench/budgets.txt), the one release build.
 
 use std::process::Command;
 use std::time::Instant;
@@ -58,15 +58,9 @@ const STEPS: &[Step] = &[
     },
     Step {
         name: "tests",
-        // Every test binary, also after one fails, so that a red run shows every failure.
+        // Every test binary, also after one fails, so that a red run shows every failure; with
+        // `--all-features`, the concurrent protocols' models explored under loom (tests/loom).
         args: &["test", "--workspace", "--all-features", "--no-fail-fast"],
-        env: &[],
-    },
-    // The concurrent protocols' models under loom (tests/loom), in their own target folder
-    // (target/loom): seconds once built.
-    Step {
-        name: "loom",
-        args: &["xtask", "loom"],
         env: &[],
     },
     // Exact instruction counts (callgrind) of the host-callback paths over the stub driver,

@@ -1,8 +1,8 @@
 //! `cargo xtask loom`: the model checks of the safe layer's and the loader's concurrent
-//! protocols (`tests/loom`) under loom. It builds that crate's tests with `--cfg loom`, in
-//! release (loom explores tens of thousands of executions), into a target folder of their own
-//! (`target/loom`), so that the flag does not rebuild the ordinary build's dependencies, and
-//! prints each model's count of explored executions.
+//! protocols (`tests/loom`) under loom, alone and with a preemption bound of one's choosing. It
+//! builds that crate's tests with its feature `loom`, in the dev profile every other test shares
+//! (the workspace's test run, with `--all-features`, explores the same models at the default
+//! bound), and prints each model's count of explored executions.
 
 use std::process::Command;
 
@@ -22,23 +22,24 @@ pub struct Args {
 
 /// Runs the models under loom.
 pub fn run(root: &std::path::Path, args: Args) -> anyhow::Result<()> {
-    let rustflags = match std::env::var("RUSTFLAGS") {
-        Ok(flags) if !flags.trim().is_empty() => format!("{flags} --cfg loom"),
-        _ => "--cfg loom".to_owned(),
-    };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
-        .args(["test", "--release", "-p", "hostcb-loom", "--lib", "--"])
+        .args([
+            "test",
+            "-p",
+            "hostcb-loom",
+            "--features",
+            "loom",
+            "--lib",
+            "--",
+        ])
         .args(["--nocapture"])
         .args(args.filter)
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env("RUSTFLAGS", rustflags)
-        .env("CARGO_TARGET_DIR", root.join("target").join("loom"))
         .env("LOOM_MAX_PREEMPTIONS", args.preemptions.to_string())
         .current_dir(root);
     eprintln!(
-        "loom: the protocol models, preemption bound {} (target/loom)",
+        "loom: the protocol models, preemption bound {}",
         args.preemptions
     );
     let status = command.status()?;

@@ -2,11 +2,11 @@
 //!
 //! This crate compiles the protocol modules themselves (`#[path]`: the safe layer's
 //! `safe/src/protocol/` folder whole, and `generated/src/load/slot.rs`; not copies) against its
-//! own `sync` facade, which gives loom's locks, atomics and threads under `--cfg loom` and the
+//! own `sync` facade, which gives loom's locks, atomics and threads under the feature `loom` and the
 //! standard library's otherwise;
 //! it depends on neither crate, so the bindings of the CUDA targets are not built. Its tests
 //! (`models.rs`) run each protocol's threads through every interleaving loom explores (`cargo
-//! xtask loom`), or, without `--cfg loom`, a few times on real threads as part of `cargo test`.
+//! xtask loom`), or, without the feature `loom`, a few times on real threads as part of `cargo test`.
 //!
 //! | protocol | file | what the model checks |
 //! | --- | --- | --- |

@@ -17,7 +17,7 @@ use crate::sync::thread;
 
 /// Runs `f` under loom with the preemption bound of `LOOM_MAX_PREEMPTIONS`, 3 if unset, and
 /// prints how many executions it explored.
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
@@ -38,7 +38,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 }
 
 /// Without loom: a few runs on real threads, a smoke test of the models themselves.
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 fn model(f: impl Fn() + Sync + Send + 'static) {
     for _ in 0..50 {
         f();
