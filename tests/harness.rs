@@ -1,14 +1,16 @@
-//! The GPU test executable's harness (libtest-mimic): every scenario for every target × API as
-//! a trial named `<target>::<api>::<scenario>`, each run, visibly skipped, or failed according
-//! to the probe, and the skip counts printed before the run.
+//! The test executable `gpu` (the workspace's one harness, [`hostcb_gate::trials`]): every
+//! scenario for every target × API as a trial named `<target>::<api>::<scenario>`, and every
+//! target's entry points in both default-stream modes ([`entries`]) as trials named
+//! `<target>::entries::<mode>`, each run, visibly skipped, or failed according to the probe, and
+//! the skip counts printed before the run.
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use hostcb_gate::trials::{self, Completion, Failed, GpuTrial};
 
 use crate::binding::{Binding, HostFuncV2};
-use crate::check::{Failure, Ran, WRONG_EXPECTATIONS_ENV, wrong_expectations};
+use crate::check::{Failure, Ran};
+use crate::entries;
 use crate::probe::{Gate, Probe};
 use crate::resources::take_cleanup_errors;
 use crate::scenarios::{
@@ -121,24 +123,10 @@ pub fn plan(probe: &Probe) -> Vec<Planned> {
     out
 }
 
-/// One line per reason: `SKIP: <n> GPU tests: <reason>`, `FAIL: <n> GPU tests: <reason>`.
+/// One line per reason: `SKIP: <n> GPU tests: <reason>`, `FAIL: <n> GPU tests: <reason>`
+/// ([`trials::summary`]).
 pub fn summary<'a>(planned: impl IntoIterator<Item = &'a Planned>) -> Vec<String> {
-    let mut skips: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut fails: BTreeMap<&str, usize> = BTreeMap::new();
-    for p in planned {
-        match &p.gate {
-            Gate::Run => {}
-            Gate::Skip(reason) => *skips.entry(reason).or_default() += 1,
-            Gate::Fail(reason) => *fails.entry(reason).or_default() += 1,
-        }
-    }
-    let skips = skips
-        .into_iter()
-        .map(|(reason, n)| format!("SKIP: {n} GPU tests: {reason}"));
-    let fails = fails
-        .into_iter()
-        .map(|(reason, n)| format!("FAIL: {n} GPU tests: {reason}"));
-    skips.chain(fails).collect()
+    trials::summary(planned.into_iter().map(|p| &p.gate))
 }
 
 /// Runs a body, turning its outcome and any failed clean-up into the trial's.
@@ -165,47 +153,23 @@ fn execute(body: Body) -> Result<Completion, Failed> {
     }
 }
 
-fn trial(p: Planned) -> Trial {
+fn trial(p: Planned) -> GpuTrial {
     let Planned { name, gate, body } = p;
-    Trial::ignorable_test(name, move || match gate {
-        Gate::Run => execute(body),
-        Gate::Skip(reason) => Ok(Completion::ignored_with(reason)),
-        Gate::Fail(reason) => Err(reason.into()),
-    })
+    trials::trial(name, gate, move || execute(body))
 }
 
-/// The executable's `main`: probe, print what was found and what will be skipped, run.
-///
-/// Trials run one at a time unless `--test-threads` says otherwise: they share the GPU, time
-/// host functions and wait for destructors.
+/// The executable's `main`: a child of an entries trial checks its target and exits; else
+/// probe, print what was found and what will be skipped, and run every scenario and entries
+/// trial ([`trials::run`]: one at a time unless `--test-threads` says otherwise, as they share
+/// the GPU, time host functions and wait for destructors).
 pub fn main() -> ExitCode {
-    let mut args = Arguments::from_args();
-    if args.test_threads.is_none() {
-        args.test_threads = Some(1);
+    if let Ok(target) = std::env::var(entries::CHILD_ENV) {
+        return entries::child(&target);
     }
     let probe = Probe::run();
-    let planned = plan(&probe);
-    let trials: Vec<Trial> = planned.iter().cloned().map(trial).collect();
-    if !args.list {
-        for line in probe.lines() {
-            println!("{line}");
-        }
-        if wrong_expectations() {
-            println!(
-                "hostcb-tests: {WRONG_EXPECTATIONS_ENV}=1: every scenario checks a deliberately \
-                 wrong expectation, so every trial that runs must fail"
-            );
-        }
-        let shown = planned
-            .iter()
-            .zip(&trials)
-            .filter(|(_, t)| !args.is_filtered_out(t))
-            .map(|(p, _)| p);
-        for line in summary(shown) {
-            println!("{line}");
-        }
-    }
-    libtest_mimic::run(&args, trials).exit_code()
+    let mut all: Vec<GpuTrial> = plan(&probe).into_iter().map(trial).collect();
+    all.extend(entries::trials(&probe));
+    trials::run(probe.lines(), all)
 }
 
 #[cfg(test)]

@@ -1,19 +1,27 @@
-//! The one GPU gate and the one wrong-expectations switch that every test crate and example of
-//! this workspace uses (the GPU tests in `tests/`, the safe layer's matrix, the loader's test,
-//! the examples, the GPU benchmark):
+//! The one GPU gate, the one wrong-expectations switch and the one GPU trial runner that every
+//! test crate and example of this workspace uses (the GPU tests in `tests/`, the safe layer's GPU
+//! tests, the loader's test, the examples, the GPU benchmark):
 //!
 //! - [`require_gpu`]: `REQUIRE_GPU=1` (or `true`, `yes`) turns every skip for want of a GPU
 //!   into a failure; [`gate`] decides run, skip or fail from what was found;
 //! - [`wrong_expectations`]: `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` (or `true`, `yes`) makes every
 //!   checking test expect something wrong, so that each check must fail: the way to see on a GPU
 //!   that the checks can fail. [`check!`] and [`check_eq!`] are `assert!` and `assert_eq!` that
-//!   obey it;
+//!   obey it; [`expect_eq`], [`expect_that`], [`expect_at_most`] and [`expect_seq`] are the
+//!   same checks returning what differs;
 //! - [`probe_gpu`]: `cuInit(0)` and `cuDeviceGetCount` through the newest target's driver
-//!   bindings, or why no GPU is usable.
+//!   bindings, or why no GPU is usable;
+//! - `trials` (with the cargo feature `trials`): the harness of every GPU test executable, over
+//!   libtest-mimic: one probe, every trial run, visibly skipped or failed as the gate says, one
+//!   `SKIP:`/`FAIL:` line per reason, trials one at a time, children of the executable, a
+//!   watchdog.
 
 use std::sync::OnceLock;
 
 use cuda_hostcb::Error;
+
+#[cfg(feature = "trials")]
+pub mod trials;
 
 /// The variable that turns every skip for want of a GPU (or a runtime) into a failure.
 pub const REQUIRE_GPU_ENV: &str = "REQUIRE_GPU";
@@ -129,20 +137,86 @@ fn unusable(e: &Error, call: &str) -> Unusable {
     }
 }
 
+/// The one rule of every check: `Ok(())` when `holds` and the switch is off, or when neither;
+/// else `what` with why: `differs` (it did not hold) or `same` (it held, and the switch wanted
+/// it not to).
+fn verdict(
+    what: &str,
+    holds: bool,
+    differs: impl FnOnce() -> String,
+    same: impl FnOnce() -> String,
+) -> Result<(), String> {
+    match (holds, wrong_expectations()) {
+        (true, false) | (false, true) => Ok(()),
+        (false, false) => Err(format!("{what}: {}", differs())),
+        (true, true) => Err(format!(
+            "{what}: {}, and {WRONG_EXPECTATIONS_ENV}=1 wanted anything else",
+            same()
+        )),
+    }
+}
+
 /// `Ok(())` when `expected == seen`, else what differs; with [`wrong_expectations`] on, the other
 /// way round (equal values are the failure), so that every check must fail.
+///
+/// The error is a `String`; `?` turns it into a trial's failure (`trials::Failed`) where the
+/// feature `trials` is on.
 pub fn expect_eq<T: PartialEq + std::fmt::Debug>(
     what: &str,
     expected: T,
     seen: T,
 ) -> Result<(), String> {
-    match (expected == seen, wrong_expectations()) {
-        (true, false) | (false, true) => Ok(()),
-        (false, false) => Err(format!("{what}: expected {expected:?}, seen {seen:?}")),
-        (true, true) => Err(format!(
-            "{what}: seen {seen:?} as expected, and {WRONG_EXPECTATIONS_ENV}=1 wanted anything else"
-        )),
-    }
+    verdict(
+        what,
+        expected == seen,
+        || format!("expected {expected:?}, seen {seen:?}"),
+        || format!("seen {seen:?} as expected"),
+    )
+}
+
+/// `Ok(())` when `holds`, else what was `seen`; with [`wrong_expectations`] on, the other way
+/// round.
+pub fn expect_that(what: &str, holds: bool, seen: impl std::fmt::Debug) -> Result<(), String> {
+    verdict(
+        what,
+        holds,
+        || format!("does not hold; seen {seen:?}"),
+        || format!("holds (seen {seen:?})"),
+    )
+}
+
+/// `Ok(())` when `seen <= most`, else both; with [`wrong_expectations`] on, the other way round.
+pub fn expect_at_most(what: &str, most: usize, seen: usize) -> Result<(), String> {
+    verdict(
+        what,
+        seen <= most,
+        || format!("expected at most {most}, seen {seen}"),
+        || format!("seen {seen}, at most {most} as expected"),
+    )
+}
+
+/// [`expect_eq`] for two long sequences: a difference names the first item that differs and
+/// both lengths instead of printing every item.
+pub fn expect_seq<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    expected: &[T],
+    seen: &[T],
+) -> Result<(), String> {
+    verdict(
+        what,
+        expected == seen,
+        || match expected.iter().zip(seen).position(|(e, s)| e != s) {
+            Some(i) => format!(
+                "item {i}: expected {:?}, seen {:?} ({} items expected, {} seen)",
+                expected[i],
+                seen[i],
+                expected.len(),
+                seen.len()
+            ),
+            None => format!("expected {} items, seen {}", expected.len(), seen.len()),
+        },
+        || format!("{} items as expected", seen.len()),
+    )
 }
 
 /// `assert!` that obeys [`wrong_expectations`]: with it on, the condition must be false.
@@ -198,6 +272,52 @@ mod tests {
             assert!(!on(Some(no)), "{no}");
         }
         assert!(!on(None));
+    }
+
+    #[test]
+    fn every_check_reports_both_sides_or_turns_round_with_the_switch() {
+        let checks = [
+            (expect_eq("calls", 10, 10), expect_eq("calls", 11, 10)),
+            (
+                expect_that("drained", true, 0),
+                expect_that("drained", false, 3),
+            ),
+            (expect_at_most("held", 6, 6), expect_at_most("held", 6, 7)),
+            (
+                expect_seq("order", &[1, 2, 3], &[1, 2, 3]),
+                expect_seq("order", &[1, 2, 3], &[1, 5, 3, 4]),
+            ),
+        ];
+        let reports: Vec<String> = checks
+            .into_iter()
+            .map(|(holds, differs)| {
+                if wrong_expectations() {
+                    assert_eq!(differs, Ok(()));
+                    holds.unwrap_err()
+                } else {
+                    assert_eq!(holds, Ok(()));
+                    differs.unwrap_err()
+                }
+            })
+            .collect();
+        let want = if wrong_expectations() {
+            [
+                "calls: seen 10 as expected",
+                "drained: holds (seen 0)",
+                "held: seen 6, at most 6 as expected",
+                "order: 3 items as expected",
+            ]
+            .map(|r| format!("{r}, and {WRONG_EXPECTATIONS_ENV}=1 wanted anything else"))
+        } else {
+            [
+                "calls: expected 11, seen 10",
+                "drained: does not hold; seen 3",
+                "held: expected at most 6, seen 7",
+                "order: item 1: expected 2, seen 5 (3 items expected, 4 seen)",
+            ]
+            .map(str::to_owned)
+        };
+        assert_eq!(reports, want);
     }
 
     #[test]

@@ -1,7 +1,7 @@
-//! Scenario 6 (seed 000): several devices. On every visible device, two graphs, each with its
-//! own stream, device buffer (its value copied there before the host node) and host slot
-//! (copied back from the buffer); every host function observes exactly its own value, and the
-//! set of calls is exact. Written for any device count; with fewer than two devices it reports
+//! Scenario 6: several devices. On every visible device, two graphs, each with its own stream,
+//! device buffer (its value copied there before the host node) and host slot (copied back from
+//! the buffer); every host function observes exactly its own value, and the set of calls is
+//! exact. Written for any device count; with fewer than two devices it reports
 //! why it did not run.
 
 use std::ffi::c_void;

@@ -1,8 +1,8 @@
-//! Scenario 10 (issue 14): a kernel, written here as PTX, loaded through the binding
-//! (`cuModuleLoadData` / `cudaLibraryLoadData`) and launched before a host function that reads
-//! what it wrote: on a stream with `cuLaunchKernel` / `cudaLaunchKernel` (once directly, then
-//! captured into a graph), and as a kernel node (`cuGraphAddKernelNode` /
-//! `cudaGraphAddKernelNode`) followed by a host node; each graph is replayed [`REPLAYS`] times.
+//! Scenario 10: a kernel, written here as PTX, loaded through the binding (`cuModuleLoadData` /
+//! `cudaLibraryLoadData`) and launched before a host function that reads what it wrote: on a
+//! stream with `cuLaunchKernel` / `cudaLaunchKernel` (once directly, then captured into a
+//! graph), and as a kernel node (`cuGraphAddKernelNode` / `cudaGraphAddKernelNode`) followed by
+//! a host node; each graph is replayed [`REPLAYS`] times.
 //!
 //! Each of the [`THREADS`] threads counts its runs in device memory and writes
 //! `runs * MUL + thread` into page-locked host memory (device-accessible under unified

@@ -1,6 +1,7 @@
-//! Scenario 1 (seed 001): a host function captured into a graph with `cuLaunchHostFunc` /
-//! `cudaLaunchHostFunc` runs exactly once per launch of the instantiated graph: five launches,
-//! and 10,000.
+//! Scenario 1, the failure these bindings exist to prevent (the README's "Why": a trampoline
+//! that frees its record after the first call): a host function captured into a graph with
+//! `cuLaunchHostFunc` / `cudaLaunchHostFunc` runs exactly once per launch of the instantiated
+//! graph: five launches, and 10,000.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};

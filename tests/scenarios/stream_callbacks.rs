@@ -1,6 +1,7 @@
-//! Scenario 2 (seed 001's review): `cuStreamAddCallback` / `cudaStreamAddCallback` on two
-//! streams. The callback only records what it saw (its user data, the status, the stream, an
-//! order number); the test thread checks after synchronising, so a wrong expectation fails.
+//! Scenario 2, the older callback API beside host functions: `cuStreamAddCallback` /
+//! `cudaStreamAddCallback` on two streams. The callback only records what it saw (its user data,
+//! the status, the stream, an order number); the test thread checks after synchronising, so a
+//! wrong expectation fails.
 
 use std::ffi::c_void;
 use std::sync::Mutex;

@@ -1,4 +1,5 @@
-//! Scenario 5 (seed 000): caller-owned user data. A pointer made from an integer, to storage
+//! Scenario 5, the user-data half of the project's invariant (a host function and its user data
+//! reach CUDA unchanged): caller-owned user data. A pointer made from an integer, to storage
 //! the caller owns, reaches the host function unchanged: the same address, and the bytes read
 //! through it are the caller's current bytes (not a copy taken at launch).
 

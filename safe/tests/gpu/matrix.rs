@@ -1,41 +1,27 @@
-//! The GPU cases of one target: each builds what it needs, checks on the test thread after
-//! synchronising (callbacks only record), and destroys what it made.
+//! The safe layer's GPU matrix: C01-C14 (one callback on one stream up to every device with
+//! two graphs each: order, visibility, panics, owned and borrowed streams, closures that outlive
+//! their graph, capture and 10,000 replays), plus the raw path and the refusals. Each case builds
+//! what it needs, checks on the test thread after synchronising (callbacks only record), and
+//! destroys what it made. Trials run one at a time: a global-mode capture (C13) forbids other
+//! threads' unsafe CUDA calls while it lasts.
 
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use cuda_hostcb_safe::{CaptureMode, CaptureStatus, Error};
-use libtest_mimic::{Completion, Failed, Trial};
+use cuda_hostcb_safe::{CaptureMode, CaptureStatus, Error, default_panic_hook, set_panic_hook};
+use hostcb_gate::trials::{Case, Completion, Failed, Outcome, done, wait_count};
+use hostcb_gate::{expect_eq, expect_seq};
 
-use crate::{
-    Case, DROP_WAIT, Gpu, HostPtr, Outcome, Tally, counter, done, expect_eq, expect_seq, gpu_trial,
-    panics_with, record, take, wait_count,
-};
+use crate::{Tally, counter, record, take};
 use cuda_hostcb_safe::{self as safe, sys};
 
-/// The primary contexts, retained for the whole run so that the cases do not create and
-/// reset them again and again.
-static CONTEXTS: OnceLock<Vec<safe::Context>> = OnceLock::new();
-
-/// The devices the driver reports, or why there are none to use.
-pub fn probe() -> Result<usize, String> {
-    let devices = safe::Context::device_count().map_err(|e| e.to_string())?;
-    // A device that cannot give a context is as good as none.
-    let contexts = (0..devices)
-        .map(safe::Context::primary)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    let _ = CONTEXTS.set(contexts);
-    Ok(devices)
-}
-
-/// Every case of this target.
-pub fn trials(gpu: &Gpu) -> Vec<Trial> {
-    let cases: [(&str, Case); 18] = [
+/// Every case.
+pub fn cases() -> Vec<(&'static str, Case)> {
+    vec![
         ("c01_one_callback_one_stream", c01_one_callback_one_stream),
         (
             "c02_10000_callbacks_in_order_once_each",
@@ -99,11 +85,48 @@ pub fn trials(gpu: &Gpu) -> Vec<Trial> {
             "foreign_dependency_is_refused",
             foreign_dependency_is_refused,
         ),
-    ];
-    cases
-        .into_iter()
-        .map(|(name, case)| gpu_trial(gpu, name, case))
-        .collect()
+    ]
+}
+
+/// How long to wait for a closure that CUDA drops asynchronously (user-object destructors).
+const DROP_WAIT: Duration = Duration::from_secs(5);
+
+/// A host pointer that callbacks may read or write (the test keeps it valid and synchronises).
+#[derive(Clone, Copy)]
+struct HostPtr(*mut u32);
+
+// SAFETY: the cases keep the memory alive until the callbacks that use it have run, and never
+// touch it from two threads at once.
+unsafe impl Send for HostPtr {}
+// SAFETY: as above.
+unsafe impl Sync for HostPtr {}
+
+impl HostPtr {
+    /// The pointer (a method, so closures capture the whole `HostPtr`).
+    fn get(self) -> *mut u32 {
+        self.0
+    }
+}
+
+/// Every contained callback panic's message, as the hook received it.
+static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Installs one recording hook for the whole run (the hook is process-wide); it also prints.
+pub fn record_panics() {
+    set_panic_hook(|report| {
+        record(&PANICS, report.message().unwrap_or_default().to_owned());
+        default_panic_hook(report);
+    });
+}
+
+/// How many contained panics carried exactly `message`.
+fn panics_with(message: &str) -> usize {
+    PANICS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|m| *m == message)
+        .count()
 }
 
 /// Mixed into the values the cases write, so that a value left from another case would show.
@@ -219,7 +242,7 @@ fn c01_one_callback_one_stream(_: usize) -> Outcome {
         c.fetch_add(1, SeqCst);
     })?;
     stream.synchronize()?;
-    expect_eq("calls after synchronising", calls.load(SeqCst), 1)?;
+    expect_eq("calls after synchronising", 1, calls.load(SeqCst))?;
     done()
 }
 
@@ -235,7 +258,7 @@ fn c02_10000_callbacks_in_order_once_each(_: usize) -> Outcome {
     }
     stream.synchronize()?;
     let want: Vec<u32> = (0..MANY).collect();
-    expect_seq("callbacks, in launch order", &take(&log), &want)?;
+    expect_seq("callbacks, in launch order", &want, &take(&log))?;
     done()
 }
 
@@ -266,7 +289,7 @@ fn c03_two_streams_one_gpu(_: usize) -> Outcome {
     b.synchronize()?;
     for (tag, log) in logs.iter().enumerate() {
         let want: Vec<_> = (0..1000).map(|i| (tag, i)).collect();
-        expect_seq(&format!("stream {tag}'s callbacks"), &take(log), &want)?;
+        expect_seq(&format!("stream {tag}'s callbacks"), &want, &take(log))?;
     }
     done()
 }
@@ -294,7 +317,7 @@ fn c04_every_gpu_two_streams(devices: usize) -> Outcome {
         for (s, log) in logs.iter().enumerate() {
             let tag = 2 * d + s;
             let want: Vec<_> = (0..500).map(|i| (tag, i)).collect();
-            expect_seq(&format!("device {d} stream {s}"), &take(log), &want)?;
+            expect_seq(&format!("device {d} stream {s}"), &want, &take(log))?;
         }
     }
     println!(
@@ -327,7 +350,7 @@ fn c05_two_host_threads_own_streams(_: usize) -> Outcome {
             .join()
             .map_err(|_| Failed::from(format!("thread {t} panicked")))??;
         let want: Vec<_> = (0..2000).map(|i| (t, i)).collect();
-        expect_seq(&format!("thread {t}'s stream"), &got, &want)?;
+        expect_seq(&format!("thread {t}'s stream"), &want, &got)?;
     }
     done()
 }
@@ -367,8 +390,8 @@ fn c06_callback_sees_the_copy_before_it(_: usize) -> Outcome {
     stream.synchronize()?;
     expect_eq(
         "words the callback saw that differ from the copied data",
-        take(&seen),
         vec![0],
+        take(&seen),
     )?;
     done()
 }
@@ -392,8 +415,8 @@ fn c07_work_after_a_callback_waits_for_it(_: usize) -> Outcome {
     stream.synchronize()?;
     expect_eq(
         "value the copy after the callback read",
-        seen.read(),
         vec![value],
+        seen.read(),
     )?;
     done()
 }
@@ -415,25 +438,25 @@ fn c08_panicking_callback_is_contained(_: usize) -> Outcome {
     let exec = graph.instantiate()?;
     exec.launch(&stream)?;
     let synced = stream.synchronize().map_err(|e| e.to_string());
-    expect_eq("synchronising after the panic", synced, Ok(()))?;
+    expect_eq("synchronising after the panic", Ok(()), synced)?;
     expect_eq(
         "hook reports of the graph panic",
-        panics_with(&graph_msg),
         1,
+        panics_with(&graph_msg),
     )?;
     expect_eq(
         "calls of the node after the panicking one",
-        after.load(SeqCst),
         1,
+        after.load(SeqCst),
     )?;
     exec.launch(&stream)?;
     stream.synchronize()?;
     expect_eq(
         "hook reports after a second launch",
-        panics_with(&graph_msg),
         2,
+        panics_with(&graph_msg),
     )?;
-    expect_eq("calls after a second launch", after.load(SeqCst), 2)?;
+    expect_eq("calls after a second launch", 2, after.load(SeqCst))?;
     drop((exec, graph));
 
     // A stream: a panicking closure, then one that counts, then a later launch.
@@ -446,19 +469,19 @@ fn c08_panicking_callback_is_contained(_: usize) -> Outcome {
         l.fetch_add(1, SeqCst);
     })?;
     let synced = stream.synchronize().map_err(|e| e.to_string());
-    expect_eq("synchronising after the stream panic", synced, Ok(()))?;
+    expect_eq("synchronising after the stream panic", Ok(()), synced)?;
     expect_eq(
         "hook reports of the stream panic",
-        panics_with(&stream_msg),
         1,
+        panics_with(&stream_msg),
     )?;
-    expect_eq("calls of the callback after it", later.load(SeqCst), 1)?;
+    expect_eq("calls of the callback after it", 1, later.load(SeqCst))?;
     let l = Arc::clone(&later);
     stream.launch(move || {
         l.fetch_add(1, SeqCst);
     })?;
     stream.synchronize()?;
-    expect_eq("calls of a later launch", later.load(SeqCst), 2)?;
+    expect_eq("calls of a later launch", 2, later.load(SeqCst))?;
     done()
 }
 
@@ -473,7 +496,7 @@ fn c09_owned_and_borrowed_streams(_: usize) -> Outcome {
 
     // Owned: dropped with a callback pending; CUDA still runs it, then the closure goes.
     let owned = safe::Stream::new(&ctx)?;
-    expect_eq("Stream::new is owned", owned.is_owned(), true)?;
+    expect_eq("Stream::new is owned", true, owned.is_owned())?;
     let (calls, drops) = (counter(), counter());
     let (c, tally) = (Arc::clone(&calls), Tally(Arc::clone(&drops)));
     owned.launch(move || {
@@ -496,7 +519,7 @@ fn c09_owned_and_borrowed_streams(_: usize) -> Outcome {
     unsafe { sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING.0)? };
     // SAFETY: `raw` lives until the end of this case, and only this thread uses it.
     let borrowed = unsafe { safe::Stream::borrow_raw(raw) };
-    expect_eq("borrow_raw is owned", borrowed.is_owned(), false)?;
+    expect_eq("borrow_raw is owned", false, borrowed.is_owned())?;
     let c = Arc::clone(&calls);
     borrowed.launch(move || {
         c.fetch_add(1, SeqCst);
@@ -509,14 +532,14 @@ fn c09_owned_and_borrowed_streams(_: usize) -> Outcome {
         sys::cuLaunchHostFunc(raw, Some(count_raw), data)?;
         sys::cuStreamSynchronize(raw)?;
     }
-    expect_eq("calls through the borrowed stream", calls.load(SeqCst), 2)?;
+    expect_eq("calls through the borrowed stream", 2, calls.load(SeqCst))?;
     expect_eq(
         "calls on the raw stream after the wrapper's drop",
-        raw_calls.load(SeqCst),
         1,
+        raw_calls.load(SeqCst),
     )?;
     let destroyed = unsafe { sys::cuStreamDestroy(raw) }.map_err(|e| e.to_string());
-    expect_eq("destroying the raw stream ourselves", destroyed, Ok(()))?;
+    expect_eq("destroying the raw stream ourselves", Ok(()), destroyed)?;
     done()
 }
 
@@ -543,13 +566,13 @@ fn c10_stream_closure_dropped_once_after_its_call(_: usize) -> Outcome {
     })?;
     stream.synchronize()?;
     wait_count("drops of the launched closure", &drops, 1, DROP_WAIT)?;
-    expect_eq("events", take(&events), vec!["call", "drop"])?;
+    expect_eq("events", vec!["call", "drop"], take(&events))?;
 
     // launch_fn on a plain stream: once, then dropped.
     let (calls, fn_drops) = (counter(), counter());
     stream.launch_fn(bump(&calls, &fn_drops))?;
     stream.synchronize()?;
-    expect_eq("calls of a launch_fn closure", calls.load(SeqCst), 1)?;
+    expect_eq("calls of a launch_fn closure", 1, calls.load(SeqCst))?;
     wait_count("drops of the launch_fn closure", &fn_drops, 1, DROP_WAIT)?;
 
     // Many: each dropped exactly once.
@@ -565,8 +588,8 @@ fn c10_stream_closure_dropped_once_after_its_call(_: usize) -> Outcome {
     settle(&ctx)?;
     expect_eq(
         "drops of 1000 closures, a while later",
-        many.load(SeqCst),
         1000,
+        many.load(SeqCst),
     )?;
     println!(
         "c10: one closure: 1 call, {} drop; launch_fn: {} call, {} drop; 1000 closures: {} drops",
@@ -600,9 +623,9 @@ fn c11_graph_closure_survives_its_graph(_: usize) -> Outcome {
     drop(graph);
     exec.launch(&stream)?;
     stream.synchronize()?;
-    expect_eq("exec after its graph's drop: calls", calls.load(SeqCst), 1)?;
+    expect_eq("exec after its graph's drop: calls", 1, calls.load(SeqCst))?;
     settle(&ctx)?;
-    expect_eq("exec after its graph's drop: drops", drops.load(SeqCst), 0)?;
+    expect_eq("exec after its graph's drop: drops", 0, drops.load(SeqCst))?;
     drop(exec);
     wait_count("drops after the exec's drop", &drops, 1, DROP_WAIT)?;
 
@@ -615,9 +638,9 @@ fn c11_graph_closure_survives_its_graph(_: usize) -> Outcome {
     drop(clone);
     exec.launch(&stream)?;
     stream.synchronize()?;
-    expect_eq("clone: calls", calls.load(SeqCst), 1)?;
+    expect_eq("clone: calls", 1, calls.load(SeqCst))?;
     settle(&ctx)?;
-    expect_eq("clone: drops while its exec lives", drops.load(SeqCst), 0)?;
+    expect_eq("clone: drops while its exec lives", 0, drops.load(SeqCst))?;
     drop(exec);
     wait_count("clone: drops after the exec's drop", &drops, 1, DROP_WAIT)?;
 
@@ -630,12 +653,12 @@ fn c11_graph_closure_survives_its_graph(_: usize) -> Outcome {
     drop(first);
     second.launch(&stream)?;
     stream.synchronize()?;
-    expect_eq("two execs: calls", calls.load(SeqCst), 2)?;
+    expect_eq("two execs: calls", 2, calls.load(SeqCst))?;
     settle(&ctx)?;
     expect_eq(
         "two execs: drops while the second lives",
-        drops.load(SeqCst),
         0,
+        drops.load(SeqCst),
     )?;
     drop(second);
     wait_count("two execs: drops after both", &drops, 1, DROP_WAIT)?;
@@ -657,19 +680,19 @@ fn c11_graph_closure_survives_its_graph(_: usize) -> Outcome {
     stream.synchronize()?;
     expect_eq(
         "update: calls of the new closure",
-        new_calls.load(SeqCst),
         1,
+        new_calls.load(SeqCst),
     )?;
     expect_eq(
         "update: calls of the replaced closure",
-        old_calls.load(SeqCst),
         0,
+        old_calls.load(SeqCst),
     )?;
     settle(&ctx)?;
     expect_eq(
         "update: drops of the new closure",
-        new_drops.load(SeqCst),
         0,
+        new_drops.load(SeqCst),
     )?;
     drop(exec);
     wait_count(
@@ -689,11 +712,11 @@ fn c11_graph_closure_survives_its_graph(_: usize) -> Outcome {
     drop((exec, graph));
     expect_eq(
         "in flight: drops right after dropping exec and graph",
-        drops.load(SeqCst),
         0,
+        drops.load(SeqCst),
     )?;
     stream.synchronize()?;
-    expect_eq("in flight: calls", calls.load(SeqCst), 1)?;
+    expect_eq("in flight: calls", 1, calls.load(SeqCst))?;
     wait_count("in flight: drops after the launch", &drops, 1, DROP_WAIT)?;
     done()
 }
@@ -708,21 +731,21 @@ fn c12_graph_closure_dropped_once_after_last_holder(_: usize) -> Outcome {
     first.launch(&stream)?;
     second.launch(&stream)?;
     stream.synchronize()?;
-    expect_eq("calls", calls.load(SeqCst), 2)?;
+    expect_eq("calls", 2, calls.load(SeqCst))?;
 
     drop(graph);
     settle(&ctx)?;
-    expect_eq("drops after the graph", drops.load(SeqCst), 0)?;
+    expect_eq("drops after the graph", 0, drops.load(SeqCst))?;
     drop(clone);
     settle(&ctx)?;
-    expect_eq("drops after the graph and its clone", drops.load(SeqCst), 0)?;
+    expect_eq("drops after the graph and its clone", 0, drops.load(SeqCst))?;
     drop(first);
     settle(&ctx)?;
-    expect_eq("drops after one exec too", drops.load(SeqCst), 0)?;
+    expect_eq("drops after one exec too", 0, drops.load(SeqCst))?;
     drop(second);
     wait_count("drops after the last holder", &drops, 1, DROP_WAIT)?;
     settle(&ctx)?;
-    expect_eq("drops a while later", drops.load(SeqCst), 1)?;
+    expect_eq("drops a while later", 1, drops.load(SeqCst))?;
     println!(
         "c12: calls {}, drops {} (0 while any graph, clone or exec lived)",
         calls.load(SeqCst),
@@ -744,24 +767,24 @@ fn c13_capture_then_10000_replays(_: usize) -> Outcome {
     });
     let captured = stream.launch_fn(bump(&calls, &drops));
     let graph = stream.end_capture()?;
-    expect_eq("status while capturing", status?, CaptureStatus::Active)?;
+    expect_eq("status while capturing", CaptureStatus::Active, status?)?;
     expect_eq(
         "a one-shot launch while capturing",
-        refused.map_err(|e| matches!(e, Error::CapturingStream)),
         Err(true),
+        refused.map_err(|e| matches!(e, Error::CapturingStream)),
     )?;
     expect_eq(
         "drops of the refused closure",
-        refused_drops.load(SeqCst),
         1,
+        refused_drops.load(SeqCst),
     )?;
     captured?;
     expect_eq(
         "status after capture",
-        stream.capture_status()?,
         CaptureStatus::None,
+        stream.capture_status()?,
     )?;
-    expect_eq("nodes captured", graph.node_count()?, 1)?;
+    expect_eq("nodes captured", 1, graph.node_count()?)?;
 
     let exec = graph.instantiate()?;
     drop(graph);
@@ -771,11 +794,11 @@ fn c13_capture_then_10000_replays(_: usize) -> Outcome {
     stream.synchronize()?;
     expect_eq(
         "calls after 10000 replays",
-        calls.load(SeqCst),
         MANY as usize,
+        calls.load(SeqCst),
     )?;
     settle(&ctx)?;
-    expect_eq("drops while the exec lives", drops.load(SeqCst), 0)?;
+    expect_eq("drops while the exec lives", 0, drops.load(SeqCst))?;
     drop(exec);
     wait_count("drops after the exec", &drops, 1, DROP_WAIT)?;
     done()
@@ -844,7 +867,7 @@ fn c14_devices_two_graphs_each_see_their_own_value(devices: usize) -> Outcome {
     let mut got = take(&seen);
     got.sort_unstable();
     want.sort_unstable();
-    expect_seq("(device, graph, value) each callback saw", &got, &want)?;
+    expect_seq("(device, graph, value) each callback saw", &want, &got)?;
     let per_device: Vec<String> = (0..devices)
         .map(|d| {
             format!(
@@ -878,8 +901,8 @@ fn raw_user_data_reaches_the_callback_unchanged(_: usize) -> Outcome {
     stream.synchronize()?;
     expect_eq(
         "stream: pointer and byte",
-        take(&RAW_SEEN),
         vec![(data as usize, 0xA7)],
+        take(&RAW_SEEN),
     )?;
 
     let graph = safe::Graph::new(&ctx)?;
@@ -891,8 +914,8 @@ fn raw_user_data_reaches_the_callback_unchanged(_: usize) -> Outcome {
     drop((exec, graph));
     expect_eq(
         "graph: pointer and byte",
-        take(&RAW_SEEN),
         vec![(data as usize, 0xA7)],
+        take(&RAW_SEEN),
     )?;
     drop(storage);
     done()
@@ -923,8 +946,8 @@ fn calls_inside_a_callback_are_refused_and_drops_deferred(_: usize) -> Outcome {
     stream.synchronize()?; // also destroys `inner`, now on an ordinary thread
     expect_eq(
         "a stream call inside a callback refused",
-        take(&outcome),
         vec![true],
+        take(&outcome),
     )?;
     // The stream that was dropped in a callback is gone, and this one still works.
     let calls = counter();
@@ -932,8 +955,8 @@ fn calls_inside_a_callback_are_refused_and_drops_deferred(_: usize) -> Outcome {
     stream.synchronize()?;
     expect_eq(
         "calls after the deferred destruction",
-        calls.load(SeqCst),
         1,
+        calls.load(SeqCst),
     )?;
     done()
 }
@@ -952,8 +975,8 @@ fn update_from_another_topology_names_the_reason(_: usize) -> Outcome {
     });
     expect_eq(
         "an update from a graph of another topology",
-        refused,
         Err("CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED".to_owned()),
+        refused,
     )?;
     drop((exec, one, two));
     wait_count("drops of the four closures", &drops, 4, DROP_WAIT)?;
@@ -970,9 +993,9 @@ fn foreign_dependency_is_refused(_: usize) -> Outcome {
         .add_host_node(&[node], bump(&calls, &drops))
         .map(|_| ())
         .map_err(|e| matches!(e, Error::ForeignNode));
-    expect_eq("a dependency from another graph", refused, Err(true))?;
-    expect_eq("drops of the refused closure", drops.load(SeqCst), 1)?;
-    expect_eq("nodes of the other graph", b.node_count()?, 0)?;
+    expect_eq("a dependency from another graph", Err(true), refused)?;
+    expect_eq("drops of the refused closure", 1, drops.load(SeqCst))?;
+    expect_eq("nodes of the other graph", 0, b.node_count()?)?;
     drop((a, b));
     wait_count("drops after both graphs", &drops, 2, DROP_WAIT)?;
     done()

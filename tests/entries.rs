@@ -5,24 +5,31 @@
 //! function the library does not export must come back as `Error::Unavailable`, never as some
 //! other address.
 //!
-//! The default-stream mode is fixed once per process, so each trial (`<target>::entries::<mode>`)
-//! runs this executable again as a child in that mode and reads its verdict. Without a usable
-//! GPU the trials are skipped with the reason; with `REQUIRE_GPU=1` they fail. With
-//! `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` each child expects the other mode's exports, so every
-//! trial must fail.
+//! The default-stream mode is fixed once per process, so each trial (`<target>::entries::<mode>`,
+//! in the test executable `gpu` beside the scenarios) runs that executable again as a child in
+//! that mode (`HOSTCB_ENTRIES_CHILD=<target>`, which the harness's `main` looks for first) and
+//! reads its verdict. Without a usable GPU the trials are skipped with the reason; with
+//! `REQUIRE_GPU=1` they fail. With `HOSTCB_TESTS_WRONG_EXPECTATIONS=1` each child expects the
+//! other mode's exports, so every trial must fail.
 
 use std::ffi::{CStr, c_void};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
+use std::time::Duration;
 
 use cuda_hostcb::Error;
 use cuda_hostcb::load::{DefaultStream, Entry, PER_THREAD_ENV, default_stream};
-use hostcb_tests::binding::Api;
-use hostcb_tests::check::{WRONG_EXPECTATIONS_ENV, wrong_expectations};
-use hostcb_tests::probe::{Gate, Probe};
-use libtest_mimic::{Arguments, Failed, Trial};
+use hostcb_gate::trials::{self, Completion, Failed, GpuTrial};
+
+use crate::binding::Api;
+use crate::check::{WRONG_EXPECTATIONS_ENV, wrong_expectations};
+use crate::probe::{Gate, Probe};
 
 /// Set in a child: the target whose entry points it checks.
-const CHILD_ENV: &str = "HOSTCB_ENTRIES_CHILD";
+pub const CHILD_ENV: &str = "HOSTCB_ENTRIES_CHILD";
+
+/// How long a child may take (it resolves one target's entry points, in seconds) before it is
+/// killed and its trial fails.
+const CHILD_LIMIT: Duration = Duration::from_secs(300);
 
 /// One target's entry points.
 struct Target {
@@ -49,19 +56,10 @@ fn targets() -> Vec<Target> {
     targets
 }
 
-fn main() -> ExitCode {
-    if let Ok(target) = std::env::var(CHILD_ENV) {
-        return child(&target);
-    }
-    let args = Arguments::from_args();
-    let probe = Probe::run();
-    // Listing (`--list`, as cargo-nextest asks each binary) prints the trials alone on stdout.
-    if !args.list {
-        for line in probe.lines() {
-            println!("{line}");
-        }
-    }
-    let mut trials = Vec::new();
+/// The trials, two per target (`cuda_hostcb::for_each_target!`): legacy and per-thread
+/// default-stream mode, gated on the driver, then the target's runtime.
+pub fn trials(probe: &Probe) -> Vec<GpuTrial> {
+    let mut out = Vec::new();
     for target in targets() {
         let gate = match probe.gate(Api::Driver) {
             Gate::Run => probe.gate(Api::Runtime {
@@ -71,23 +69,13 @@ fn main() -> ExitCode {
         };
         for mode in [DefaultStream::Legacy, DefaultStream::PerThread] {
             let name = format!("{}::entries::{}", target.name, mode_name(mode));
-            let trial = match gate.clone() {
-                Gate::Run => {
-                    let target = target.name;
-                    Trial::test(name, move || run_child(target, mode))
-                }
-                Gate::Skip(reason) => {
-                    if !args.list {
-                        println!("SKIP {name}: {reason}");
-                    }
-                    Trial::test(name, || Ok(())).with_ignored_flag(true)
-                }
-                Gate::Fail(reason) => Trial::test(name, move || Err(reason.into())),
-            };
-            trials.push(trial);
+            let target = target.name;
+            out.push(trials::trial(name, gate.clone(), move || {
+                run_child(target, mode).map(|()| Completion::Completed)
+            }));
         }
     }
-    libtest_mimic::run(&args, trials).exit_code()
+    out
 }
 
 fn mode_name(mode: DefaultStream) -> &'static str {
@@ -100,25 +88,27 @@ fn mode_name(mode: DefaultStream) -> &'static str {
 /// Runs this executable as a child that checks `target` in `mode`; passes on its exit status and
 /// prints its summary.
 fn run_child(target: &str, mode: DefaultStream) -> Result<(), Failed> {
-    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let mut cmd = Command::new(exe);
-    cmd.env(CHILD_ENV, target);
-    match mode {
-        DefaultStream::PerThread => cmd.env(PER_THREAD_ENV, "1"),
-        DefaultStream::Legacy => cmd.env_remove(PER_THREAD_ENV),
+    let per_thread = match mode {
+        DefaultStream::PerThread => Some("1"),
+        DefaultStream::Legacy => None,
     };
-    let out = cmd
-        .output()
-        .map_err(|e| format!("running the child: {e}"))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if out.status.success() {
-        for line in stdout.lines().filter(|l| l.starts_with("entries ")) {
-            println!("{line}");
+    let run = trials::run_child(
+        &[(CHILD_ENV, Some(target)), (PER_THREAD_ENV, per_thread)],
+        CHILD_LIMIT,
+    )?;
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    match run.status {
+        Some(status) if status.success() => {
+            for line in stdout.lines().filter(|l| l.starts_with("entries ")) {
+                println!("{line}");
+            }
+            Ok(())
         }
-        Ok(())
-    } else {
-        Err(format!("{}{stdout}{stderr}", out.status).into())
+        Some(status) => Err(format!("{status}{stdout}{stderr}").into()),
+        None => Err(format!(
+            "the child ran past {CHILD_LIMIT:?} and was killed:\n{stdout}{stderr}"
+        )
+        .into()),
     }
 }
 
@@ -197,7 +187,7 @@ fn check(
 }
 
 /// The child: checks every entry point of one target in the mode the environment selects.
-fn child(target: &str) -> ExitCode {
+pub fn child(target: &str) -> ExitCode {
     let Some(target) = targets().into_iter().find(|t| t.name == target) else {
         eprintln!("{CHILD_ENV}={target}: no such target");
         return ExitCode::FAILURE;
@@ -214,10 +204,7 @@ fn child(target: &str) -> ExitCode {
         ),
     ] {
         let (resolved, unavailable, mismatches) = check(entries, api, mode);
-        let api_name = match api {
-            Api::Driver => "driver",
-            Api::Runtime { .. } => "runtime",
-        };
+        let api_name = api.module();
         println!(
             "entries {} {api_name} {}: {resolved} of {} resolved to their exports, {} unavailable ({})",
             target.name,
@@ -242,5 +229,68 @@ fn child(target: &str) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hostcb_gate::{Gpu, Unusable};
+
+    fn probe(gpu: bool, runtime_12: bool) -> Probe {
+        let missing = || Error::LibraryNotFound {
+            library: "libcudart.so.12",
+            searched: Vec::leak(vec!["libcudart.so.12: not found".to_owned()]),
+        };
+        Probe {
+            require_gpu: false,
+            gpu: if gpu {
+                Ok(Gpu {
+                    devices: 1,
+                    driver_version: Some(13000),
+                })
+            } else {
+                Err(Unusable {
+                    short: "no CUDA driver".to_owned(),
+                    detail: "could not load libcuda.so.1".to_owned(),
+                })
+            },
+            runtimes: vec![
+                (
+                    12,
+                    if runtime_12 {
+                        Ok(12090)
+                    } else {
+                        Err(missing())
+                    },
+                ),
+                (13, Ok(13000)),
+            ],
+        }
+    }
+
+    #[test]
+    fn two_trials_per_target_gated_on_the_driver_then_its_runtime() {
+        let all = trials(&probe(true, false));
+        let names: Vec<&str> = all.iter().map(GpuTrial::name).collect();
+        assert_eq!(names.len(), 2 * targets().len());
+        for target in targets() {
+            for mode in ["legacy", "per_thread"] {
+                let name = format!("{}::entries::{mode}", target.name);
+                let trial = all
+                    .iter()
+                    .find(|t| t.name() == name)
+                    .unwrap_or_else(|| panic!("{name} missing"));
+                match target.major {
+                    12 => assert!(matches!(trial.gate(), Gate::Skip(_)), "{name}"),
+                    _ => assert_eq!(trial.gate(), &Gate::Run, "{name}"),
+                }
+            }
+        }
+        let none = trials(&probe(false, true));
+        assert!(
+            none.iter()
+                .all(|t| t.gate() == &Gate::Skip("no CUDA driver".to_owned()))
+        );
     }
 }

@@ -10,10 +10,10 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use cuda_hostcb_safe::{self as safe, CaptureMode, sys, wait_for_drops};
-use libtest_mimic::Failed;
+use hostcb_gate::expect_eq;
+use hostcb_gate::trials::{Failed, Outcome, Watchdog, done, wait_until};
 
-use crate::cases::{Buffer, Log, current};
-use crate::support::{Outcome, Watchdog, done, expect_eq, wait_until};
+use super::{Buffer, Log, current};
 
 /// `hostcb_bump(u32 *kept, u32 *out)`: `kept[0] += 1; out[0] = kept[0]`. PTX ISA 8.0 for sm_75,
 /// which the CUDA 12 and 13 drivers JIT for any newer device.
@@ -165,17 +165,17 @@ pub fn trial(way: Way) -> Outcome {
     wait_for_drops()?;
     expect_eq(
         "each launch read and wrote the kept buffer",
-        seen.clone(),
         (1..=LAUNCHES).collect::<Vec<_>>(),
+        seen.clone(),
     )?;
     expect_eq(
         "drops while the executable held the buffer",
-        drops_while_held,
         0,
+        drops_while_held,
     )?;
-    expect_eq("drops after", log.drops.load(SeqCst), 1)?;
-    expect_eq("frees that succeeded", log.frees_ok.load(SeqCst), 1)?;
-    expect_eq("drops on the reaper thread", log.on_reaper.load(SeqCst), 1)?;
+    expect_eq("drops after", 1, log.drops.load(SeqCst))?;
+    expect_eq("frees that succeeded", 1, log.frees_ok.load(SeqCst))?;
+    expect_eq("drops on the reaper thread", 1, log.on_reaper.load(SeqCst))?;
     println!(
         "kept buffer ({way:?}): the launches read {seen:?}; freed once, on the reaper, after the executable"
     );

@@ -1,5 +1,21 @@
-//! The cases of one target: each allocates what its closures own, records in callbacks and
-//! drops, and checks on the test thread once every closure is dropped.
+//! GPU tests of drops off CUDA's threads: 1,000 closures per path (`Stream::launch`, host nodes
+//! of a graph, closures captured by `Stream::launch_fn`), each owning 2 MiB of device memory
+//! that its `Drop` frees with `cuMemFree`. CUDA refuses CUDA calls on its own threads
+//! (`CUDA_ERROR_NOT_PERMITTED`), so every free must run on a program thread (the safe layer's
+//! reaper): every free returns success, the device's free memory comes back (`cuMemGetInfo`),
+//! every count is exact, and nothing deadlocks (a watchdog ends the process after 120 s). Each
+//! case allocates what its closures own, records in callbacks and drops, and checks on the test
+//! thread once every closure is dropped.
+//!
+//! The `graph_keeps_*` trials ([`kept`]) move a buffer that a kernel reads into the graph
+//! (`Graph::keep`, `Stream::keep_in_capture`): freed once, on the reaper, after the executable.
+//!
+//! The `teardown_*` trials ([`teardown`]) drop a handle inside a callback right before the
+//! program's last context handle, for hundreds of rounds in a child process: the handle's
+//! destruction must come before the context's release.
+
+pub mod kept;
+pub mod teardown;
 
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -7,13 +23,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cuda_hostcb_safe::{CaptureMode, REAPER_THREAD_NAME, overflowed_drops, wait_for_drops};
-use libtest_mimic::{Failed, Trial};
+use hostcb_gate::trials::{Case, Failed, Outcome, Watchdog, done, wait_until};
+use hostcb_gate::{expect_eq, expect_that};
 
-use crate::kept;
-use crate::support::{
-    Case, Gpu, Outcome, Watchdog, done, expect_eq, expect_that, gpu_trial, wait_until,
-};
-use crate::teardown::{self, Victim};
+use self::teardown::Victim;
 use cuda_hostcb_safe::{self as safe, sys};
 
 /// Closures per path.
@@ -26,59 +39,39 @@ const SLACK: usize = 8 * BYTES;
 /// How long a path may take before the watchdog ends the process.
 const LIMIT: Duration = Duration::from_secs(120);
 
-pub fn probe() -> Result<usize, String> {
-    safe::Context::device_count().map_err(|e| e.to_string())
-}
-
-pub fn trials(gpu: &Gpu) -> Vec<Trial> {
-    let cases: [(&str, Case); 3] = [
-        (
-            "stream_launch_1000_closures_free_device_memory",
-            stream_launch,
-        ),
-        ("host_nodes_1000_closures_free_device_memory", host_nodes),
-        ("captured_1000_closures_free_device_memory", captured),
-    ];
-    let mut trials: Vec<Trial> = cases
-        .into_iter()
-        .map(|(name, case)| gpu_trial(gpu, name, case))
-        .collect();
-    let teardowns: [(&str, Case); 4] = [
+/// Every case: the three paths, the teardowns ([`teardown`]) and the kept buffers ([`kept`]).
+pub fn cases() -> Vec<(&'static str, Case)> {
+    vec![
+        ("stream_launch_1000_closures_free_device_memory", |_| {
+            stream_launch()
+        }),
+        ("host_nodes_1000_closures_free_device_memory", |_| {
+            host_nodes()
+        }),
+        ("captured_1000_closures_free_device_memory", |_| captured()),
         (
             "teardown_stream_dropped_in_a_callback_before_the_last_context",
-            || teardown::trial(Victim::Stream),
+            |_| teardown::trial(Victim::Stream),
         ),
         (
             "teardown_graph_dropped_in_a_callback_before_the_last_context",
-            || teardown::trial(Victim::Graph),
+            |_| teardown::trial(Victim::Graph),
         ),
         (
             "teardown_exec_dropped_in_a_callback_before_the_last_context",
-            || teardown::trial(Victim::GraphExec),
+            |_| teardown::trial(Victim::GraphExec),
         ),
         (
             "teardown_completion_dropped_in_a_callback_before_the_last_context",
-            || teardown::trial(Victim::Completion),
+            |_| teardown::trial(Victim::Completion),
         ),
-    ];
-    trials.extend(
-        teardowns
-            .into_iter()
-            .map(|(name, case)| gpu_trial(gpu, name, case)),
-    );
-    let kept: [(&str, Case); 2] = [
-        ("graph_keeps_the_buffer_its_kernel_node_reads", || {
+        ("graph_keeps_the_buffer_its_kernel_node_reads", |_| {
             kept::trial(kept::Way::Node)
         }),
-        ("graph_keeps_the_buffer_its_captured_kernel_reads", || {
+        ("graph_keeps_the_buffer_its_captured_kernel_reads", |_| {
             kept::trial(kept::Way::Capture)
         }),
-    ];
-    trials.extend(
-        kept.into_iter()
-            .map(|(name, case)| gpu_trial(gpu, name, case)),
-    );
-    trials
+    ]
 }
 
 /// What the closures and their buffers recorded.
@@ -191,27 +184,27 @@ fn check(path: &str, log: &Log, before: usize, during: usize, after: usize) -> O
             })
             .collect()
     };
-    expect_eq(&format!("{path}: calls"), log.calls.load(SeqCst), N)?;
-    expect_eq(&format!("{path}: drops"), log.drops.load(SeqCst), N)?;
+    expect_eq(&format!("{path}: calls"), N, log.calls.load(SeqCst))?;
+    expect_eq(&format!("{path}: drops"), N, log.drops.load(SeqCst))?;
     expect_eq(
         &format!("{path}: failed frees (first: {:?})", names(&failed)),
-        failed.len(),
         0,
+        failed.len(),
     )?;
     expect_eq(
         &format!("{path}: successful frees"),
-        log.frees_ok.load(SeqCst),
         N,
+        log.frees_ok.load(SeqCst),
     )?;
     expect_eq(
         &format!("{path}: drops on the reaper thread"),
-        log.on_reaper.load(SeqCst),
         N,
+        log.on_reaper.load(SeqCst),
     )?;
     expect_eq(
         &format!("{path}: drops on an unnamed (CUDA) thread"),
-        log.on_unnamed.load(SeqCst),
         0,
+        log.on_unnamed.load(SeqCst),
     )?;
     let used = before.saturating_sub(during);
     expect_that(
@@ -330,7 +323,7 @@ fn captured() -> Outcome {
     }
     let graph = stream.end_capture()?;
     launched?;
-    expect_eq("captured: nodes", graph.node_count()?, N)?;
+    expect_eq("captured: nodes", N, graph.node_count()?)?;
     let exec = graph.instantiate()?;
     exec.launch(&stream)?;
     stream.synchronize()?;

@@ -20,7 +20,7 @@
 //!
 //! ```text
 //! HOSTCB_TEARDOWN_CHILD=stream HOSTCB_TEARDOWN_ROUNDS=20 \
-//!   compute-sanitizer --tool memcheck --report-api-errors all <reaper executable>
+//!   compute-sanitizer --tool memcheck --report-api-errors all target/debug/deps/safe-<hash>
 //! ```
 
 use std::sync::Arc;
@@ -28,9 +28,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use cuda_hostcb_safe as safe;
-use libtest_mimic::Failed;
-
-use crate::support::{Outcome, Watchdog, done, expect_eq, run_child};
+use hostcb_gate::expect_eq;
+use hostcb_gate::trials::{Failed, Outcome, Watchdog, done, run_child};
 
 /// The variable that makes this executable a teardown child, and names its victim.
 pub const CHILD_ENV: &str = "HOSTCB_TEARDOWN_CHILD";
@@ -98,7 +97,7 @@ impl Victim {
 
 /// The trial of one victim: its child must exit successfully after every round.
 pub fn trial(victim: Victim) -> Outcome {
-    let run = run_child(CHILD_ENV, victim.name(), PARENT_LIMIT)?;
+    let run = run_child(&[(CHILD_ENV, Some(victim.name()))], PARENT_LIMIT)?;
     let (stdout, stderr) = (&run.stdout, &run.stderr);
     let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
@@ -119,14 +118,14 @@ pub fn trial(victim: Victim) -> Outcome {
             get("rounds"),
             tail.join("\n")
         ),
-        status.success(),
         true,
+        status.success(),
     )?;
-    expect_eq("rounds", get("rounds"), rounds.to_string())?;
+    expect_eq("rounds", rounds.to_string(), get("rounds"))?;
     expect_eq(
         "fresh closures called",
-        get("fresh_calls"),
         (rounds * FRESH_STREAMS).to_string(),
+        get("fresh_calls"),
     )?;
     println!("{}: {}", victim.name(), line.unwrap_or(""));
     done()

@@ -1,4 +1,13 @@
-//! One target's trial (the parent: runs the child, checks its line) and the child itself.
+//! GPU tests of sticky errors: a PTX kernel that executes `trap;` poisons its context, so the
+//! trial runs it in a child process (this executable again, with `HOSTCB_STICKY_CHILD=1`), which
+//! prints what it observed on one `OBSERVED` line; the trial checks that line. Around the
+//! kernel: one-shot closures before it (called) and after it (skipped), a completion future and
+//! a thread waiting on a closure after it, and a graph of host nodes and a captured graph,
+//! launched before and after it. Every closure must be called or dropped exactly once, every
+//! waiter must return, nothing may hang (a watchdog in the child, a deadline in the parent), and
+//! the error must name what happened.
+//!
+//! Below: the parent (runs the child, checks its line), then the child itself.
 
 use std::ffi::CStr;
 use std::future::Future;
@@ -11,14 +20,13 @@ use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
-use cuda_hostcb_safe::{CaptureMode, Error, REAPER_THREAD_NAME, wait_for_drops};
-use libtest_mimic::{Failed, Trial};
-
-use crate::CHILD_ENV;
-use crate::support::{
-    Case, Gpu, Outcome, Watchdog, done, expect_eq, expect_that, gpu_trial, run_child, wait_until,
-};
 use cuda_hostcb_safe::{self as safe, sys};
+use cuda_hostcb_safe::{CaptureMode, Error, REAPER_THREAD_NAME, wait_for_drops};
+use hostcb_gate::trials::{Case, Failed, Outcome, Watchdog, done, run_child, wait_until};
+use hostcb_gate::{expect_eq, expect_that};
+
+/// The variable that makes this executable the child of the trial.
+pub const CHILD_ENV: &str = "HOSTCB_STICKY_CHILD";
 
 /// A kernel that stops at once with a trap, which leaves its context unusable.
 const PTX: &CStr = c".version 8.0
@@ -42,25 +50,18 @@ const LAUNCH_FAILED: u32 = 719;
 const CHILD_LIMIT: Duration = Duration::from_secs(90);
 const PARENT_LIMIT: Duration = Duration::from_secs(150);
 
-pub fn probe() -> Result<usize, String> {
-    safe::Context::device_count().map_err(|e| e.to_string())
-}
-
-pub fn trials(gpu: &Gpu) -> Vec<Trial> {
-    let cases: [(&str, Case); 1] = [(
+/// Every case.
+pub fn cases() -> Vec<(&'static str, Case)> {
+    vec![(
         "trap_every_closure_called_or_dropped_once_and_reported",
-        trap_every_closure_called_or_dropped_once_and_reported,
-    )];
-    cases
-        .into_iter()
-        .map(|(name, case)| gpu_trial(gpu, name, case))
-        .collect()
+        |_| trap_every_closure_called_or_dropped_once_and_reported(),
+    )]
 }
 
 // ---- the parent ---------------------------------------------------------------------------
 
 fn trap_every_closure_called_or_dropped_once_and_reported() -> Outcome {
-    let run = run_child(CHILD_ENV, "1", PARENT_LIMIT)?;
+    let run = run_child(&[(CHILD_ENV, Some("1"))], PARENT_LIMIT)?;
     let (stdout, stderr) = (&run.stdout, &run.stderr);
     let Some(status) = run.status else {
         return Err(format!(
@@ -76,7 +77,7 @@ fn trap_every_closure_called_or_dropped_once_and_reported() -> Outcome {
     };
     let line = line.unwrap_or_default();
     let get = |key: &str| seen.get(key).copied().unwrap_or("(missing)");
-    let want = |key: &str, value: String| expect_eq(key, get(key).to_owned(), value);
+    let want = |key: &str, value: String| expect_eq(key, value, get(key).to_owned());
 
     let tail: String = stderr
         .lines()
@@ -89,8 +90,8 @@ fn trap_every_closure_called_or_dropped_once_and_reported() -> Outcome {
         .join("\n");
     expect_eq(
         &format!("the child's exit ({status}; its stderr ends: {tail})"),
-        status.success(),
         true,
+        status.success(),
     )?;
     // Before the kernel: every closure called once and dropped once.
     want("before_calls", (2 * ONE_SHOT).to_string())?;

@@ -1,40 +1,50 @@
-//! The GPU cases of one target: each builds what it needs, records in its callbacks, checks on
-//! the test thread after synchronising, and destroys what it made.
+//! GPU tests of the safe layer's executable-node updates, host sync modes, borrowed contexts and
+//! graphs, and completion futures. Each case builds what it needs, records in its callbacks,
+//! checks on the test thread after synchronising, and destroys what it made.
 
 use std::ffi::c_int;
 use std::future::Future;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use cuda_hostcb_safe::{Error, HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
-use libtest_mimic::{Failed, Trial};
+use hostcb_gate::trials::{Case, Failed, Outcome, done, wait_count, wait_until};
+use hostcb_gate::{expect_at_most, expect_eq, expect_seq};
 
-use crate::{
-    Case, Gpu, Outcome, Tally, counter, done, expect_at_most, expect_eq, expect_seq, gpu_trial,
-    record, take, wait_count, wait_until,
-};
+use crate::{Tally, counter, record, take};
 use cuda_hostcb_safe::{self as safe, sys};
 
-/// The primary context of device 0, retained for the whole run.
-static CONTEXT: OnceLock<safe::Context> = OnceLock::new();
-
-/// The devices the driver reports, or why there are none to use.
-pub fn probe() -> Result<usize, String> {
-    let devices = safe::Context::device_count().map_err(|e| e.to_string())?;
-    if devices > 0 {
-        let ctx = safe::Context::primary(0).map_err(|e| e.to_string())?;
-        let _ = CONTEXT.set(ctx);
-    }
-    Ok(devices)
+/// Whether the headers the safe layer is compiled over (the newest target's) declare host sync
+/// modes, and their CTK version.
+macro_rules! newest {
+    ($target:ident, $version:literal, $major:literal, [$($capability:ident)*]) => {
+        const HOST_FUNC_V2: bool = has_host_func_v2!([$($capability)*]);
+        const VERSION: &str = $version;
+    };
 }
 
-/// Every case of this target.
-pub fn trials(gpu: &Gpu) -> Vec<Trial> {
-    let cases: [(&str, Case); 8] = [
+/// `true` if the capability list holds `host_func_v2`.
+macro_rules! has_host_func_v2 {
+    ([]) => {
+        false
+    };
+    ([host_func_v2 $($rest:ident)*]) => {
+        true
+    };
+    ([$other:ident $($rest:ident)*]) => {
+        has_host_func_v2!([$($rest)*])
+    };
+}
+
+cuda_hostcb::newest_target!(newest);
+
+/// Every case.
+pub fn cases() -> Vec<(&'static str, Case)> {
+    vec![
         (
             "exec_10000_node_updates_while_launches_are_in_flight",
             exec_10000_node_updates_while_launches_are_in_flight,
@@ -61,11 +71,20 @@ pub fn trials(gpu: &Gpu) -> Vec<Trial> {
             "instantiate_with_auto_free_on_launch",
             instantiate_with_auto_free_on_launch,
         ),
-    ];
-    cases
-        .into_iter()
-        .map(|(name, case)| gpu_trial(gpu, name, case))
-        .collect()
+    ]
+}
+
+/// How long to wait for what CUDA does asynchronously (user-object destructors, a gate).
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Waits up to [`WAIT`] until `done()` holds; an error naming `what` if it never does (the
+/// watchdog: no case waits forever).
+fn watch(what: &str, done: impl FnMut() -> bool) -> Result<(), Failed> {
+    if wait_until(WAIT, done) {
+        Ok(())
+    } else {
+        Err(format!("watchdog: {what} did not happen within {WAIT:?}").into())
+    }
 }
 
 /// The primary context of device 0, current on this thread.
@@ -134,7 +153,7 @@ const UPDATES: usize = 10_000;
 /// At most this many launches wait or run at once (the test waits for the rest).
 const IN_FLIGHT: usize = 8;
 
-fn exec_10000_node_updates_while_launches_are_in_flight() -> Outcome {
+fn exec_10000_node_updates_while_launches_are_in_flight(_: usize) -> Outcome {
     let ctx = current()?;
     let stream = safe::Stream::new(&ctx)?;
     let book = Book::new(UPDATES + 2);
@@ -166,7 +185,7 @@ fn exec_10000_node_updates_while_launches_are_in_flight() -> Outcome {
         if !gate.load(SeqCst) && launched >= IN_FLIGHT {
             gate.store(true, SeqCst);
         }
-        wait_until("a launch finishing, to keep the window", || {
+        watch("a launch finishing, to keep the window", || {
             launched - book.completed.load(SeqCst) < IN_FLIGHT
         })?;
         exec.launch(&stream)?;
@@ -201,35 +220,35 @@ fn exec_10000_node_updates_while_launches_are_in_flight() -> Outcome {
     let want_gated: Vec<usize> = (0..held_while_gated.len()).map(|u| u + 1).collect();
     expect_seq(
         "closures held after each update while the gate held the launches",
-        &held_while_gated,
         &want_gated,
+        &held_while_gated,
     )?;
     expect_seq(
         "calls of each closure (launches made while it was current)",
-        &Book::load(&book.calls),
         &expected,
+        &Book::load(&book.calls),
     )?;
     // The bound: the two current closures, one replaced per launch of the window, one more for
     // a launch whose completion was counted before its store call, and the one being replaced.
     // An append-only store would hold all 10,000.
     expect_at_most(
         "the most closures the store held at once",
-        most,
         2 + IN_FLIGHT + 4,
+        most,
     )?;
     drop(exec);
     let all_dropped = || Book::load(&book.drops).iter().all(|&d| d >= 1);
-    wait_until("every closure's drop after the executable's", all_dropped)?;
+    watch("every closure's drop after the executable's", all_dropped)?;
     thread::sleep(Duration::from_millis(100));
     expect_seq(
         "drops of each closure",
-        &Book::load(&book.drops),
         &vec![1; UPDATES + 2],
+        &Book::load(&book.drops),
     )?;
     expect_seq(
         "each closure's calls when it was dropped (none after)",
-        &Book::load(&book.calls_at_drop),
         &expected,
+        &Book::load(&book.calls_at_drop),
     )?;
     println!(
         "exec_updates: {UPDATES} updates, {launched} launches ({pending_at_update} \
@@ -241,7 +260,7 @@ fn exec_10000_node_updates_while_launches_are_in_flight() -> Outcome {
     done()
 }
 
-fn exec_update_refusals_and_drops() -> Outcome {
+fn exec_update_refusals_and_drops(_: usize) -> Outcome {
     let ctx = current()?;
     let stream = safe::Stream::new(&ctx)?;
     let (calls, drops) = (counter(), counter());
@@ -261,10 +280,10 @@ fn exec_update_refusals_and_drops() -> Outcome {
     let refused = exec.set_host_node(foreign, bump(&calls, &drops));
     expect_eq(
         "an update naming another graph's node",
-        refused.map_err(|e| matches!(e, Error::ForeignExecNode)),
         Err(true),
+        refused.map_err(|e| matches!(e, Error::ForeignExecNode)),
     )?;
-    expect_eq("drops of the refused closure", drops.load(SeqCst), 1)?;
+    expect_eq("drops of the refused closure", 1, drops.load(SeqCst))?;
 
     // A launch recorded into another graph would outlive the store's order: refused, and
     // nothing is captured.
@@ -274,11 +293,11 @@ fn exec_update_refusals_and_drops() -> Outcome {
     let captured = capturing.end_capture()?;
     expect_eq(
         "a launch on a capturing stream",
-        refused.map_err(|e| matches!(e, Error::CapturedUpdatableLaunch)),
         Err(true),
+        refused.map_err(|e| matches!(e, Error::CapturedUpdatableLaunch)),
     )?;
     drop(captured);
-    expect_eq("calls after the refused launch", calls.load(SeqCst), 0)?;
+    expect_eq("calls after the refused launch", 0, calls.load(SeqCst))?;
 
     // 100 updates with no launch between them: each replaced closure goes at once.
     for _ in 0..100 {
@@ -286,16 +305,16 @@ fn exec_update_refusals_and_drops() -> Outcome {
     }
     expect_eq(
         "drops after 100 unlaunched updates",
-        drops.load(SeqCst),
         100,
+        drops.load(SeqCst),
     )?;
-    expect_eq("closures held", exec.held_closures(), 1)?;
+    expect_eq("closures held", 1, exec.held_closures())?;
     exec.launch(&stream)?;
     stream.synchronize()?;
-    expect_eq("calls of the last closure set", calls.load(SeqCst), 1)?;
+    expect_eq("calls of the last closure set", 1, calls.load(SeqCst))?;
     drop(exec);
     // The graph's own closure, the current one: both go with the executable (and its graph).
-    wait_count("drops after the executable's", &drops, 102)?;
+    wait_count("drops after the executable's", &drops, 102, WAIT)?;
     drop(other);
     println!(
         "exec_refusals: a foreign NodeId refused (closure dropped uncalled); 100 \
@@ -312,10 +331,8 @@ fn sync_mode_expected(mode: HostSyncMode) -> Result<Option<SyncModeMissing>, Fai
     unsafe { sys::cuDriverGetVersion(&mut driver)? };
     let driver = u32::try_from(driver).unwrap_or(0);
     let _ = mode;
-    Ok(if !crate::HOST_FUNC_V2 {
-        Some(SyncModeMissing::Target {
-            headers: crate::VERSION,
-        })
+    Ok(if !HOST_FUNC_V2 {
+        Some(SyncModeMissing::Target { headers: VERSION })
     } else if driver < SYNC_MODE_DRIVER_VERSION {
         Some(SyncModeMissing::Driver { found: driver })
     } else {
@@ -332,7 +349,7 @@ fn missing(result: Result<(), Error>) -> Result<Option<SyncModeMissing>, String>
     }
 }
 
-fn sync_modes_on_this_driver() -> Outcome {
+fn sync_modes_on_this_driver(_: usize) -> Outcome {
     let ctx = current()?;
     let stream = safe::Stream::new(&ctx)?;
     let mut lines = Vec::new();
@@ -348,17 +365,17 @@ fn sync_modes_on_this_driver() -> Outcome {
         stream.synchronize()?;
         expect_eq(
             &format!("{mode:?}: Stream::launch_with_sync_mode"),
-            missing(launched),
             Ok(want.clone()),
+            missing(launched),
         )?;
         let ran = usize::from(want.is_none());
-        expect_eq(&format!("{mode:?}: stream calls"), calls.load(SeqCst), ran)?;
-        wait_count(&format!("{mode:?}: stream drops"), &drops, 1)?;
+        expect_eq(&format!("{mode:?}: stream calls"), ran, calls.load(SeqCst))?;
+        wait_count(&format!("{mode:?}: stream drops"), &drops, 1, WAIT)?;
         if let Some(message) = &message {
             expect_eq(
                 &format!("{mode:?}: the error names the version needed ({message})"),
-                message.contains("from a CUDA 13.2 driver"),
                 true,
+                message.contains("from a CUDA 13.2 driver"),
             )?;
         }
 
@@ -374,8 +391,8 @@ fn sync_modes_on_this_driver() -> Outcome {
         let added = missing(added);
         expect_eq(
             &format!("{mode:?}: Graph::add_host_node_with_sync_mode"),
-            added.clone(),
             Ok(want.clone()),
+            added.clone(),
         )?;
         // A plain node to update with a sync mode.
         let plain = graph.add_host_node(&[], || {})?.id();
@@ -387,8 +404,8 @@ fn sync_modes_on_this_driver() -> Outcome {
         });
         expect_eq(
             &format!("{mode:?}: UpdatableExec::set_host_node_with_sync_mode"),
-            missing(set),
             Ok(want.clone()),
+            missing(set),
         )?;
         for _ in 0..3 {
             exec.launch(&stream)?;
@@ -397,11 +414,11 @@ fn sync_modes_on_this_driver() -> Outcome {
         // Where sync modes work: the node added with one and the updated node, 3 launches each.
         expect_eq(
             &format!("{mode:?}: graph calls"),
-            calls.load(SeqCst),
             6 * ran,
+            calls.load(SeqCst),
         )?;
         drop(exec);
-        wait_count(&format!("{mode:?}: graph drops"), &drops, 2)?;
+        wait_count(&format!("{mode:?}: graph drops"), &drops, 2, WAIT)?;
         lines.push(format!(
             "{mode:?}: {}",
             match &want {
@@ -414,7 +431,7 @@ fn sync_modes_on_this_driver() -> Outcome {
     done()
 }
 
-fn borrowed_non_primary_context_stream_and_graph() -> Outcome {
+fn borrowed_non_primary_context_stream_and_graph(_: usize) -> Outcome {
     let _primary = current()?;
     let mut device: sys::CUdevice = 0;
     let mut raw_ctx: sys::CUcontext = ptr::null_mut();
@@ -429,8 +446,8 @@ fn borrowed_non_primary_context_stream_and_graph() -> Outcome {
     let result = (|| -> Result<(usize, usize, usize, usize), Failed> {
         // SAFETY: the context lives until after every handle below is gone.
         let ctx = unsafe { safe::Context::borrow_raw(raw_ctx) }?;
-        expect_eq("a borrowed context is primary", ctx.is_primary(), false)?;
-        expect_eq("its device ordinal", ctx.ordinal(), 0)?;
+        expect_eq("a borrowed context is primary", false, ctx.is_primary())?;
+        expect_eq("its device ordinal", 0, ctx.ordinal())?;
         ctx.make_current()?;
 
         // A stream made through the borrowed context.
@@ -481,12 +498,12 @@ fn borrowed_non_primary_context_stream_and_graph() -> Outcome {
             sys::cuGraphDestroy(raw_graph)?;
             sys::cuStreamDestroy(raw_stream)?;
         }
-        wait_count("drops after their graph's destruction", &drops, 1)?;
-        expect_eq("nodes of their graph after the wrapper", nodes, 1)?;
+        wait_count("drops after their graph's destruction", &drops, 1, WAIT)?;
+        expect_eq("nodes of their graph after the wrapper", 1, nodes)?;
         expect_eq(
             "drops while their graph lived",
-            drops_before_their_destroy,
             0,
+            drops_before_their_destroy,
         )?;
         drop((stream, ctx));
         Ok((
@@ -504,16 +521,16 @@ fn borrowed_non_primary_context_stream_and_graph() -> Outcome {
     }
     .map_err(|e| e.to_string());
     let destroyed = unsafe { sys::cuCtxDestroy_v2(raw_ctx) }.map_err(|e| e.to_string());
-    expect_eq("the created context was current", was_current, true)?;
+    expect_eq("the created context was current", true, was_current)?;
     let (stream_calls, node_calls, nodes, drops) = result?;
     expect_eq(
         "stream closures run in the borrowed context",
-        stream_calls,
         100,
+        stream_calls,
     )?;
-    expect_eq("host-node calls in their graph", node_calls, 10)?;
-    expect_eq("the context after the handles: synchronise", synced, Ok(()))?;
-    expect_eq("the context after the handles: destroy", destroyed, Ok(()))?;
+    expect_eq("host-node calls in their graph", 10, node_calls)?;
+    expect_eq("the context after the handles: synchronise", Ok(()), synced)?;
+    expect_eq("the context after the handles: destroy", Ok(()), destroyed)?;
     println!(
         "borrowed: non-primary context: {stream_calls} stream closures; their stream \
          and graph: {node_calls} node calls in 10 launches, {nodes} node left after the wrapper, \
@@ -555,7 +572,7 @@ impl Wake for ThreadWaker {
 type Blocked<T> = (T, usize, usize, Vec<Option<String>>);
 
 /// Polls `future` on this thread, again only after a wake, until it is ready; returns what it
-/// saw, or an error after [`crate::WAIT`] (the watchdog).
+/// saw, or an error after [`WAIT`] (the watchdog).
 fn block_on<F: Future>(future: F) -> Result<Blocked<F::Output>, Failed> {
     let waker_state = Arc::new(ThreadWaker {
         thread: thread::current(),
@@ -576,8 +593,8 @@ fn block_on<F: Future>(future: F) -> Result<Blocked<F::Output>, Failed> {
         }
         // Poll again only once woken (a park can return spuriously).
         while waker_state.wakes.load(SeqCst) == seen_wakes {
-            if start.elapsed() > crate::WAIT {
-                return Err(format!("watchdog: not woken within {:?}", crate::WAIT).into());
+            if start.elapsed() > WAIT {
+                return Err(format!("watchdog: not woken within {:?}", WAIT).into());
             }
             thread::park_timeout(Duration::from_millis(10));
         }
@@ -590,7 +607,7 @@ fn block_on<F: Future>(future: F) -> Result<Blocked<F::Output>, Failed> {
 /// on the task all along would poll hundreds of thousands of times.
 const POLLS_OVER_100_MS: usize = 20_000;
 
-fn completion_future_is_woken_by_the_stream() -> Outcome {
+fn completion_future_is_woken_by_the_stream(_: usize) -> Outcome {
     let ctx = current()?;
     let stream = safe::Stream::new(&ctx)?;
     let ran = Arc::new(AtomicBool::new(false));
@@ -605,17 +622,17 @@ fn completion_future_is_woken_by_the_stream() -> Outcome {
     let ran_before = ran.load(SeqCst);
     expect_eq(
         "signalled before the work ahead ran",
-        signalled_at_once,
         false,
+        signalled_at_once,
     )?;
-    expect_eq("output", out.map_err(|e| e.to_string()), Ok(()))?;
-    expect_eq("the closure ahead ran before it resolved", ran_before, true)?;
-    expect_at_most("polls over a 100 ms wait", polls, POLLS_OVER_100_MS)?;
-    expect_eq("a wake for every poll after the first", wakes, polls - 1)?;
+    expect_eq("output", Ok(()), out.map_err(|e| e.to_string()))?;
+    expect_eq("the closure ahead ran before it resolved", true, ran_before)?;
+    expect_at_most("polls over a 100 ms wait", POLLS_OVER_100_MS, polls)?;
+    expect_eq("a wake for every poll after the first", polls - 1, wakes)?;
     expect_eq(
         "wakes from threads other than the task's and the waiter's (CUDA's)",
-        elsewhere,
         Vec::new(),
+        elsewhere,
     )?;
 
     // Polled from a thread that is not the stream's owner (no current context), after the
@@ -635,8 +652,8 @@ fn completion_future_is_woken_by_the_stream() -> Outcome {
     .map_err(|_| Failed::from("the waiting thread panicked"))??;
     expect_eq(
         "awaited on another thread after the stream's drop",
-        (waited.0, ran.load(SeqCst)),
         (Ok(()), true),
+        (waited.0, ran.load(SeqCst)),
     )?;
 
     // Dropped while the waiter holds it: forgotten; the next one still resolves.
@@ -653,8 +670,8 @@ fn completion_future_is_woken_by_the_stream() -> Outcome {
     let (after, _, _, _) = block_on(stream.completion()?)?;
     expect_eq(
         "a completion after one dropped while pending",
-        after.map_err(|e| e.to_string()),
         Ok(()),
+        after.map_err(|e| e.to_string()),
     )?;
     println!(
         "completion: resolved after 100 ms of work ahead in {polls} polls ({wakes} \
@@ -666,7 +683,7 @@ fn completion_future_is_woken_by_the_stream() -> Outcome {
 
 /// `GraphExec::launch_completion` and `UpdatableExec::launch_completion`: the future resolves
 /// after the launch's host node ran, once per launch.
-fn completion_of_graph_launches() -> Outcome {
+fn completion_of_graph_launches(_: usize) -> Outcome {
     let ctx = current()?;
     let stream = safe::Stream::new(&ctx)?;
     let calls = counter();
@@ -698,8 +715,8 @@ fn completion_of_graph_launches() -> Outcome {
     let want: Vec<usize> = (1..=20).chain((1..=20).map(|i| 20 + 100 * i)).collect();
     expect_seq(
         "host-node calls when each launch's completion resolved",
-        &seen,
         &want,
+        &seen,
     )?;
     println!(
         "completion_of_graph_launches: 20 GraphExec and 20 UpdatableExec launches, each \
@@ -708,7 +725,7 @@ fn completion_of_graph_launches() -> Outcome {
     done()
 }
 
-fn completion_futures_in_order_1000() -> Outcome {
+fn completion_futures_in_order_1000(_: usize) -> Outcome {
     let ctx = current()?;
     let stream = safe::Stream::new(&ctx)?;
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -725,15 +742,15 @@ fn completion_futures_in_order_1000() -> Outcome {
     let want: Vec<usize> = (1..=1000).collect();
     expect_seq(
         "closures run when each completion resolved",
-        &seen_at_completion,
         &want,
+        &seen_at_completion,
     )?;
-    expect_seq("closure order", &take(&log), &(0..1000).collect::<Vec<_>>())?;
+    expect_seq("closure order", &(0..1000).collect::<Vec<_>>(), &take(&log))?;
     // Each waits about a host function's latency, under the spin: bounded polls per completion.
     expect_at_most(
         "polls of 1000 completions",
-        total_polls,
         1000 * POLLS_OVER_100_MS,
+        total_polls,
     )?;
     println!("completion_1000: each resolved after its closure; {total_polls} polls");
     done()
@@ -744,7 +761,7 @@ fn completion_futures_in_order_1000() -> Outcome {
 /// which the safe layer passes (`Instantiate::auto_free_on_launch`, here with an upload). The
 /// graph's host-node closure is owned as with any instantiation: called once per launch, dropped
 /// once, after the executables.
-fn instantiate_with_auto_free_on_launch() -> Outcome {
+fn instantiate_with_auto_free_on_launch(_: usize) -> Outcome {
     let ctx = current()?;
     let stream = safe::Stream::new(&ctx)?;
     let (calls, drops) = (counter(), counter());
@@ -775,8 +792,8 @@ fn instantiate_with_auto_free_on_launch() -> Outcome {
     let refused_as = refused.as_ref().err().map(|e| e.to_string());
     expect_eq(
         "a relaunch without the flag refused",
-        refused.is_err(),
         true,
+        refused.is_err(),
     )?;
     // SAFETY: the first launch allocated `dptr`, which nothing else uses or frees.
     unsafe { sys::cuMemFreeAsync(params.dptr, stream.as_raw())? };
@@ -797,12 +814,12 @@ fn instantiate_with_auto_free_on_launch() -> Outcome {
     stream.synchronize()?;
     expect_eq(
         "host-node calls (1 plain launch, 3 freeing ones)",
-        calls.load(SeqCst),
         4,
+        calls.load(SeqCst),
     )?;
     drop(freeing);
     drop(graph);
-    wait_count("drops of the graph's closure", &drops, 1)?;
+    wait_count("drops of the graph's closure", &drops, 1, WAIT)?;
     println!(
         "instantiate_flags: without AUTO_FREE_ON_LAUNCH the relaunch was refused ({}); with it \
          (and an upload) 3 launches ran; the closure was called {} times, dropped {} time(s)",
