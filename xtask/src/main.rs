@@ -3,16 +3,24 @@
 //! - `regen --ctk <MAJOR.MINOR|all> [--cuda-home DIR] [--out DIR]`: (re)generate bindings (under
 //!   `--out`, for the target list of that tree);
 //! - `pin --ctk <MAJOR.MINOR> [--repin]`: pin the newest header packages of a target in the lock;
-//! - `verify [PATH...]`: check every seal (no headers, no libclang);
-//! - `check`: regenerate in memory and fail if anything committed differs;
+//! - `verify [--staged] [--allow-deletions] [PATH...]`: check every seal (no headers, no
+//!   libclang);
+//! - `check [--ctk <MAJOR.MINOR|all>]`: regenerate in memory and fail if anything committed
+//!   differs;
 //! - `diff A B [--exit-code]`: print what changes between the models of two pinned targets;
-//! - `bench-cold`: cold builds of a one-target program against cudarc, sizes, oracle counts;
-//! - `layout --ctk <all-pinned|all|MAJOR.MINOR>`: the layout oracle over pinned targets, in a
-//!   scratch copy;
+//! - `layout --ctk <all-pinned|all|MAJOR.MINOR> [--tamper]`: the layout oracle over pinned
+//!   targets, in a scratch copy;
 //! - `api [--bless]`: list the public API of the crates users install and compare it with the
 //!   committed listing (`api/`), as the version policy allows;
-//! - `loom [--preemptions N] [FILTER]`: the concurrent protocols' models under loom;
-//! - `test`: everything CI runs (fmt, verify, check, clippy, docs, every test, the API check).
+//! - `bench [--reps N] [--skip-builds]`: time regen (next to its bindgen floor), verify, check
+//!   and builds of the generated crate;
+//! - `bench-cold [--ctk MAJOR.MINOR] [--reps N] [--skip-layout] [--generated DIR]`: cold builds
+//!   of a one-target program against cudarc, sizes, oracle counts;
+//! - `fuzz [--seconds S] [--seed N]`: the long run of the fuzzing harness over the parsers of
+//!   untrusted input (`cargo test` runs a short one);
+//! - `loom [--preemptions N] [FILTER]`: the concurrent protocols' models under loom, alone;
+//! - `test`: everything CI runs (fmt, verify, check, clippy, docs, the API check, every test with
+//!   the loom models among them, the CPU bench's instruction budgets).
 
 mod api;
 mod bench;
@@ -82,7 +90,8 @@ enum Command {
         #[arg(long)]
         allow_deletions: bool,
     },
-    /// Run everything CI checks: fmt, verify, check, clippy, docs, every test and the API check.
+    /// Run everything CI checks: fmt, verify, check, clippy, docs, the API check, every test (the
+    /// loom models among them) and the CPU bench's instruction budgets.
     Test,
     /// List the public API of cuda-hostcb, cuda-hostcb-safe and hostcb-seal (rustdoc JSON) and
     /// compare it with the listings of the last release in api/, as docs/releases.md allows.
@@ -96,13 +105,15 @@ enum Command {
     /// Fuzz the parsers of untrusted input (seal lines, sealed files, inputs.lock, cached
     /// summaries, wheels and their RECORD) for a long run; `cargo test` runs a short one.
     Fuzz(fuzz::Args),
-    /// Model-check the safe layer's and the loader's concurrent protocols with loom
-    /// (tests/loom, built with --cfg loom into target/loom); `cargo xtask test` runs it.
+    /// Model-check the safe layer's and the loader's concurrent protocols with loom, alone
+    /// (tests/loom, built with its feature `loom`); `cargo xtask test` explores the same models
+    /// in its test run.
     Loom(loom::Args),
     /// Time cold builds of a program using one target, against cudarc's sys layer, side by side;
     /// sealed source per target; the layout oracle's counts.
     BenchCold(coldbench::Args),
-    /// Regenerate every target in memory and fail if the committed output differs.
+    /// Regenerate every listed target (or the one --ctk names) in memory and fail if the
+    /// committed output differs.
     Check {
         /// The target to check, MAJOR.MINOR, or all (default).
         #[arg(long, default_value = "all")]

@@ -11,59 +11,30 @@
 //! maintenance clone builds its xtask twice (its old generator, then main's) in a target folder
 //! of its own, seeded from this test's: a few minutes.
 
-mod clones;
-mod fixture;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use clones::{cargo, clone_head, git, inputs_cache, run, seed_target_dir, this_checkout};
+use crate::fixture::{
+    HUNG, cache, cargo, changed, clone_head, files_under, git, one_build_at_a_time, output_within,
+    run, seed_target_dir, stderr_of, workspace,
+};
 
 /// `cargo xtask <args>` of main: this test's xtask binary (built from the sources main's clone
 /// holds), run in `cwd` directly (so it cannot rebuild itself from another checkout).
 fn main_xtask(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("CARGO")
-        .env_remove("CARGO_MANIFEST_DIR")
-        .env("HOSTCB_INPUTS_CACHE", inputs_cache())
-        .output()
-        .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    output_within(crate::fixture::xtask(cwd, args).env_remove("CARGO"), HUNG)
 }
 
 fn succeeded(what: &str, out: Output) -> String {
-    let text = stderr(&out);
+    let text = stderr_of(&out);
     assert!(out.status.success(), "{what} failed:\n{text}");
     text
 }
 
-/// Every file under `dir` and its bytes, by path relative to `dir`.
-fn files_under(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(root, &path, out);
-            } else {
-                let rel = path.strip_prefix(root).unwrap().to_path_buf();
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
 /// The shell block of the guide's section "Backporting to a maintenance branch" (docs/generator.md).
 fn readme_backport_steps() -> String {
-    let readme = std::fs::read_to_string(this_checkout().join("docs/generator.md")).unwrap();
+    let readme = std::fs::read_to_string(workspace().join("docs/generator.md")).unwrap();
     let section = readme
         .split("\n## Backporting to a maintenance branch\n")
         .nth(1)
@@ -208,6 +179,8 @@ fn the_readme_backport_leaves_the_maintenance_branch_green() {
         tmp.path().join("release-12"),
         tmp.path().join("target"),
     );
+    // The two builds of the maintenance clone's xtask, one build of a clone at a time.
+    let _build = one_build_at_a_time();
     clone_head(&main);
     git(&main, &["checkout", "--quiet", "-B", "main"]);
 
@@ -267,7 +240,7 @@ fn the_readme_backport_leaves_the_maintenance_branch_green() {
     );
     // Its own (older) generator makes other files: check says whose they are and what to do.
     let check = cargo(&maint, &target, &["xtask", "check"]);
-    let text = stderr(&check);
+    let text = stderr_of(&check);
     assert!(!check.status.success(), "{text}");
     let error: Vec<&str> = text.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(error.len(), 1, "{text}");
@@ -286,7 +259,7 @@ fn the_readme_backport_leaves_the_maintenance_branch_green() {
     // A target the maintenance tree does not list is refused, in one line, changing nothing.
     let before = files_under(&out_dir);
     let refused = main_xtask(&main, &["regen", "--ctk", "13.0", "--out", out_arg]);
-    let text = stderr(&refused);
+    let text = stderr_of(&refused);
     assert_eq!(refused.status.code(), Some(1), "{text}");
     assert_eq!(text.lines().count(), 1, "{text}");
     let list = maint.join("generator/targets.txt").canonicalize().unwrap();
@@ -299,7 +272,8 @@ fn the_readme_backport_leaves_the_maintenance_branch_green() {
             )),
         "{text}"
     );
-    assert!(files_under(&out_dir) == before, "the refusal changed files");
+    let changed = changed(&before, &files_under(&out_dir));
+    assert!(changed.is_empty(), "the refusal changed {changed:?}");
     git(&maint, &["reset", "--quiet", "--hard"]);
 
     // The README's steps, as written, on the maintenance branch (main fetched as origin/main).
@@ -311,7 +285,7 @@ fn the_readme_backport_leaves_the_maintenance_branch_green() {
         .env_remove("HOSTCB_XTASK_REBUILT")
         .env("CARGO_TARGET_DIR", &target)
         .env("CARGO_NET_OFFLINE", "true")
-        .env("HOSTCB_INPUTS_CACHE", inputs_cache())
+        .env("HOSTCB_INPUTS_CACHE", cache())
         .env("GIT_AUTHOR_NAME", "maintainer")
         .env("GIT_AUTHOR_EMAIL", "maintainer@localhost")
         .env("GIT_COMMITTER_NAME", "maintainer")

@@ -1,350 +1,438 @@
-//! Bad input to `cargo xtask`: each case must end with one clear `error:` line, a non-zero exit,
-//! and nothing under `generated/` changed. The binary is run for real, with the real inputs.
-
-mod fixture;
+//! Bad input to `cargo xtask`: each case must end with one clear `error:` line (the last line),
+//! exit status 1 (no panic), and nothing lost: no file under this checkout's `generated/`
+//! changed, nor what else the case must keep (the lock, the cached wheels). The binary is run for
+//! real, with the real inputs.
+//!
+//! Most cases are rows of two tables, each row a test of its own: [`refused`] runs the xtask in
+//! this checkout with one thing made wrong, [`pin_refused`] serves `cargo xtask pin` a newer 13.0
+//! runtime wheel with one thing made wrong. The tests after them check runs that meet bad input
+//! they repair, skip or clean up after.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-fn workspace() -> PathBuf {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    Path::new(&dir).parent().unwrap().to_path_buf()
+use crate::fixture::{
+    changed, copy_wheels, crate_folder, files_under, libclang_library, mkfifo, one_error,
+    output_within, sha256_hex, succeeds, target_specs, the_one_error, workspace, workspace_copy,
+    xtask,
+};
+
+// ---- The xtask in this checkout, one thing made wrong.
+
+/// One thing made wrong, and the error line it must give.
+struct Bad {
+    /// The command line. In every string of a case, `{dir}` stands for the case's scratch folder.
+    args: &'static [&'static str],
+    /// Environment variables of the run; `{unreachable}` is the URL of a package index that
+    /// refuses connections.
+    env: &'static [(&'static str, &'static str)],
+    /// What is made wrong in the scratch folder before the run.
+    setup: fn(&Path),
+    /// Every piece the one `error:` line must hold.
+    error: &'static [&'static str],
+    /// What else must hold afterwards (nothing lost), given the scratch folder.
+    after: fn(&Path),
 }
 
-/// Every file under generated/ with its digest, to prove a failed run changed nothing.
-fn snapshot() -> BTreeMap<PathBuf, String> {
-    fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else {
-                let digest = Sha256::digest(std::fs::read(&p).unwrap());
-                let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-                out.insert(p, hex);
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(&workspace().join("generated"), &mut out);
-    out
+impl Bad {
+    /// The fields a case leaves out: no environment, nothing made or checked in the scratch folder.
+    const PLAIN: Bad = Bad {
+        args: &[],
+        env: &[],
+        setup: |_| {},
+        error: &[],
+        after: |_| {},
+    };
 }
 
-/// Runs `cmd` to its end, or kills it and fails the test after `limit`: a hang is a failure, not
-/// a stuck test run.
-fn output_within(mut cmd: Command, limit: Duration) -> std::process::Output {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("run xtask");
-    let started = Instant::now();
-    while child.try_wait().expect("wait for xtask").is_none() {
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{cmd:?} still ran after {limit:?} (hung?); killed it. stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
+/// Runs the xtask in this checkout as `case` says and checks the failure contract: exit status 1,
+/// one `error:` line holding each piece of `case.error`, within a minute (a hang is a failure),
+/// and no file under `generated/` changed.
+fn refused(case: Bad) {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
+    (case.setup)(dir);
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let unreachable = format!("http://127.0.0.1:{port}/simple/");
+    let fill = |text: &str| {
+        text.replace("{dir}", dir.to_str().unwrap())
+            .replace("{unreachable}", &unreachable)
+    };
+    let args: Vec<String> = case.args.iter().map(|a| fill(a)).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = xtask(&workspace(), &args);
+    for (name, value) in case.env {
+        cmd.env(name, fill(value));
     }
-    child.wait_with_output().expect("collect xtask output")
-}
-
-/// Runs the xtask and returns its `error:` line; asserts the failure contract.
-fn fails(args: &[&str], env: &[(&str, &str)]) -> String {
-    let before = snapshot();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(args)
-        .current_dir(workspace())
-        .env("HOSTCB_INPUTS_CACHE", fixture::cache());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = output_within(cmd, Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} succeeded:\n{stderr}");
+    let generated = workspace().join("generated");
+    let before = files_under(&generated);
+    let error = one_error(&mut cmd, Duration::from_secs(60));
+    let changed = changed(&before, &files_under(&generated));
     assert!(
-        out.status.code() == Some(1) && !stderr.contains("panicked"),
-        "{args:?} panicked or was killed ({}):\n{stderr}",
-        out.status
+        changed.is_empty(),
+        "{args:?} changed files under generated/: {changed:?}"
     );
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(
-        errors.len(),
-        1,
-        "{args:?}: expected one error line, got:\n{stderr}"
-    );
-    assert!(!errors[0].contains('\n'));
-    assert_eq!(
-        before,
-        snapshot(),
-        "{args:?} changed files under generated/"
-    );
-    eprintln!("{args:?} -> {}", errors[0]);
-    errors[0].to_owned()
-}
-
-#[test]
-fn unknown_targets_are_refused() {
-    for bad in ["11.8", "14.0"] {
-        let e = fails(&["regen", "--ctk", bad], &[]);
+    for piece in case.error {
+        let piece = fill(piece);
         assert!(
-            e.contains(&format!(
-                "CTK {bad} is not a target here: generator/targets.txt lists 12.9, 13.0 and 13.5"
-            )),
-            "{e}"
-        );
-        assert!(
-            e.contains(&format!("pin it with cargo xtask pin --ctk {bad}")),
-            "{e}"
+            error.contains(&piece),
+            "{args:?}: the error line does not say {piece:?}:\n{error}"
         );
     }
-    for bad in ["banana", "13", "13.x"] {
-        let e = fails(&["regen", "--ctk", bad], &[]);
-        assert!(
-            e.contains(&format!(
-                "'{bad}' is not a CTK target: write it as MAJOR.MINOR"
-            )),
-            "{e}"
-        );
-    }
+    (case.after)(dir);
+    eprintln!("{args:?} -> {error}");
 }
 
-/// `diff` takes any two pinned targets; anything else is refused naming every pinned one.
-#[test]
-fn diff_of_an_unknown_target_is_refused() {
-    for args in [
-        ["diff", "12.9", "11.8"],
-        ["diff", "12.7", "13.5"],
-        ["diff", "banana", "13.5"],
-    ] {
-        let bad = args[1..]
-            .iter()
-            .find(|a| **a != "12.9" && **a != "13.5")
-            .unwrap();
-        let e = fails(&args, &[]);
-        assert!(
-            e.contains(&format!(
-                "'{bad}' is not a pinned CTK target: generator/inputs.lock pins 12.0, 12.1, 12.2, \
-                 12.3, 12.4, 12.5, 12.6, 12.8, 12.9, 13.0, 13.1, 13.2, 13.3, 13.4 and 13.5; pick two"
-            )),
-            "{e}"
-        );
-    }
+/// Makes a test of each row: `name: Bad { .. };`.
+macro_rules! refused {
+    ($($(#[doc = $doc:literal])* $name:ident: $case:expr;)*) => {
+        $(
+            $(#[doc = $doc])*
+            #[test]
+            fn $name() {
+                refused($case);
+            }
+        )*
+    };
 }
 
-#[test]
-fn cuda_home_without_cuda_h() {
-    let dir = tempfile::tempdir().unwrap();
-    let e = fails(
-        &[
-            "regen",
-            "--ctk",
-            "12.9",
-            "--cuda-home",
-            dir.path().to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert!(e.contains("include/cuda.h"), "{e}");
-}
-
-/// A fake toolkit: an include/ folder with the headers' names and the given cuda.h.
-fn fake_toolkit(cuda_h: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let inc = dir.path().join("include");
+/// A fake toolkit in `dir`: an include/ folder with the headers' names and the given cuda.h.
+fn fake_toolkit(dir: &Path, cuda_h: &str) {
+    let inc = dir.join("include");
     std::fs::create_dir_all(inc.join("crt")).unwrap();
     std::fs::write(inc.join("cuda.h"), cuda_h).unwrap();
     for h in ["cuda_runtime_api.h", "cudaTypedefs.h", "crt/host_defines.h"] {
         std::fs::write(inc.join(h), "/* empty */\n").unwrap();
     }
-    dir
 }
 
-#[test]
-fn cuda_home_of_another_version() {
-    let tk = fake_toolkit("#define CUDA_VERSION 12040\n");
-    let e = fails(
-        &[
-            "regen",
-            "--ctk",
-            "12.9",
-            "--cuda-home",
-            tk.path().to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert!(e.contains("12040") && e.contains("12.9"), "{e}");
+/// A fake 12.9 toolkit in `dir` whose `cuda_runtime_api.h` includes `driver_types.h`, with a
+/// real FIFO (from mkfifo) in place of its header `fifo`. The xtask must refuse it by name,
+/// never open it: clang would block on it (the runner kills a run that hangs).
+fn toolkit_with_a_fifo(dir: &Path, fifo: &str) {
+    fake_toolkit(dir, "#define CUDA_VERSION 12090\n");
+    let inc = dir.join("include");
+    std::fs::write(
+        inc.join("cuda_runtime_api.h"),
+        "#include \"driver_types.h\"\n",
+    )
+    .unwrap();
+    mkfifo(&inc.join(fifo));
 }
 
-#[test]
-fn a_header_that_fails_to_parse() {
-    let tk = fake_toolkit("#define CUDA_VERSION 12090\nthis is not C;\n");
-    let e = fails(
-        &[
-            "regen",
-            "--ctk",
-            "12.9",
-            "--cuda-home",
-            tk.path().to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert!(e.contains("could not parse"), "{e}");
-}
-
-#[test]
-fn no_libclang_obtainable() {
-    let e = fails(
-        &["regen", "--ctk", "13.0"],
-        &[("LIBCLANG_PATH", "/nonexistent/libclang")],
-    );
-    assert!(e.to_lowercase().contains("libclang"), "{e}");
-}
-
-#[test]
-fn an_unwritable_output_directory() {
-    let e = fails(
-        &["regen", "--ctk", "13.0", "--out", "/nonexistent/out"],
-        &[],
-    );
-    assert!(e.contains("/nonexistent/out"), "{e}");
-    // A folder in which `src` is a file: creating src/bindings/ fails (also as root).
-    let out = tempfile::tempdir().unwrap();
+/// A folder of the generated crate at `dir/out` (its Cargo.toml), for `regen --out`.
+fn out_folder(dir: &Path) {
+    std::fs::create_dir_all(dir.join("out")).unwrap();
     std::fs::copy(
         workspace().join("generated/Cargo.toml"),
-        out.path().join("Cargo.toml"),
+        dir.join("out/Cargo.toml"),
     )
     .unwrap();
-    std::fs::write(out.path().join("src"), "a file, not a folder").unwrap();
-    let e = fails(
-        &[
-            "regen",
-            "--ctk",
-            "13.0",
-            "--out",
-            out.path().to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert!(e.contains("cannot write"), "{e}");
 }
 
-/// A wheel whose bytes differ from the lock: pip is pointed (through its own environment
-/// variables) at a folder holding a file of the locked name but other content.
-#[test]
-fn a_downloaded_package_whose_hash_differs_from_the_lock() {
-    let cache = tempfile::tempdir().unwrap();
-    let index = tempfile::tempdir().unwrap();
+/// The wheel of `nvidia-cuda-crt==13.0.88` as it is named on the index.
+const CRT_13_0: &str =
+    "nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
+
+/// A wheel folder `dir/index` for pip (`PIP_FIND_LINKS`) holding the real 13.0 runtime wheel and,
+/// under the locked name of the crt wheel, a wheel of other bytes; and an empty input cache
+/// `dir/cache`.
+fn index_with_a_wrong_crt_wheel(dir: &Path) {
+    let index = dir.join("index");
+    std::fs::create_dir_all(dir.join("cache")).unwrap();
     // The real runtime wheel (from the tests' fixture), so that only the crt wheel is wrong.
-    fixture::copy_wheels(&["nvidia-cuda-runtime==13.0.96"], index.path());
-    let name = "nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(index.path().join(name)).unwrap());
-    zip.start_file::<_, ()>("nvidia/cu13/include/crt/host_defines.h", Default::default())
-        .unwrap();
-    zip.write_all(b"/* not the real header */\n").unwrap();
-    zip.start_file::<_, ()>(
-        "nvidia_cuda_crt-13.0.88.dist-info/METADATA",
-        Default::default(),
-    )
-    .unwrap();
-    zip.write_all(b"Metadata-Version: 2.1\nName: nvidia-cuda-crt\nVersion: 13.0.88\n")
-        .unwrap();
-    zip.start_file::<_, ()>(
-        "nvidia_cuda_crt-13.0.88.dist-info/WHEEL",
-        Default::default(),
-    )
-    .unwrap();
-    zip.write_all(
-        b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-manylinux2014_x86_64\n",
-    )
-    .unwrap();
-    zip.start_file::<_, ()>(
-        "nvidia_cuda_crt-13.0.88.dist-info/RECORD",
-        Default::default(),
-    )
-    .unwrap();
-    zip.finish().unwrap();
-    let e = fails(
-        &["regen", "--ctk", "13.0"],
-        &[
-            ("HOSTCB_INPUTS_CACHE", cache.path().to_str().unwrap()),
-            ("PIP_NO_INDEX", "1"),
-            ("PIP_FIND_LINKS", index.path().to_str().unwrap()),
-        ],
-    );
-    assert!(e.contains("does not match the lock"), "{e}");
-}
-
-#[test]
-fn cuda_home_needs_a_single_target() {
-    let tk = fake_toolkit("#define CUDA_VERSION 12090\n");
-    let e = fails(
-        &[
-            "regen",
-            "--ctk",
-            "all",
-            "--cuda-home",
-            tk.path().to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert!(e.contains("--cuda-home"), "{e}");
-}
-
-/// Tampering with a sealed file: verify names the file and says it was edited.
-#[test]
-fn verify_catches_a_tampered_copy() {
-    let out = tempfile::tempdir().unwrap();
-    let src = workspace().join("generated/src/bindings/ctk_13_0/driver.rs");
-    let copy = out.path().join("driver.rs");
-    let text = std::fs::read_to_string(&src).unwrap();
-    std::fs::write(
-        &copy,
-        text.replacen("cuLaunchHostFunc", "cuLaunchHostFunx", 1),
-    )
-    .unwrap();
-    let e = fails(&["verify", out.path().to_str().unwrap()], &[]);
-    assert!(e.contains("failed verification"), "{e}");
-    let report = hostcb_seal::verify_paths(std::slice::from_ref(&copy)).unwrap();
-    assert_eq!(report.failures.len(), 1);
-    assert!(
-        report.failures[0]
-            .to_string()
-            .contains("edited after sealing")
-    );
-}
-
-/// Runs the xtask with `env`, asserting success, and returns its stderr.
-fn succeeds(args: &[&str], env: &[(&str, &str)]) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(args)
-        .current_dir(workspace())
-        .env("HOSTCB_INPUTS_CACHE", fixture::cache());
-    for (k, v) in env {
-        cmd.env(k, v);
+    copy_wheels(&["nvidia-cuda-runtime==13.0.96"], &index);
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(index.join(CRT_13_0)).unwrap());
+    for (name, text) in [
+        (
+            "nvidia/cu13/include/crt/host_defines.h",
+            "/* not the real header */\n",
+        ),
+        (
+            "nvidia_cuda_crt-13.0.88.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: nvidia-cuda-crt\nVersion: 13.0.88\n",
+        ),
+        (
+            "nvidia_cuda_crt-13.0.88.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-manylinux2014_x86_64\n",
+        ),
+        ("nvidia_cuda_crt-13.0.88.dist-info/RECORD", ""),
+    ] {
+        zip.start_file::<_, ()>(name, Default::default()).unwrap();
+        zip.write_all(text.as_bytes()).unwrap();
     }
-    let out = cmd.output().expect("run xtask");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{args:?} failed:\n{stderr}");
-    stderr
+    zip.finish().unwrap();
 }
+
+/// The content of the stale cached wheel of [`a_stale_cached_wheel`].
+const STALE: &[u8] = b"not the pinned wheel";
+
+/// An input cache `dir` holding the 13.0 wheels, the crt wheel of other bytes than the lock's.
+fn a_stale_cached_wheel(dir: &Path) {
+    copy_13_0_wheels(&dir.join("wheels"));
+    std::fs::write(dir.join("wheels").join(CRT_13_0), STALE).unwrap();
+}
+
+/// A copy of 13.0's sealed `driver.rs` at `dir/driver.rs`, one word edited.
+fn a_tampered_copy(dir: &Path) {
+    let src = workspace().join("generated/src/bindings/ctk_13_0/driver.rs");
+    let text = std::fs::read_to_string(&src).unwrap();
+    let edited = text.replacen("cuLaunchHostFunc", "cuLaunchHostFunx", 1);
+    assert_ne!(edited, text);
+    std::fs::write(dir.join("driver.rs"), edited).unwrap();
+}
+
+refused! {
+    /// A target neither listed nor pinned (older than any).
+    regen_of_an_unpinned_target_11_8: Bad {
+        args: &["regen", "--ctk", "11.8"],
+        error: &[
+            "CTK 11.8 is not a target here: generator/targets.txt lists 12.9, 13.0 and 13.5",
+            "pin it with cargo xtask pin --ctk 11.8",
+        ],
+        ..Bad::PLAIN
+    };
+    /// A target neither listed nor pinned (newer than any).
+    regen_of_an_unpinned_target_14_0: Bad {
+        args: &["regen", "--ctk", "14.0"],
+        error: &[
+            "CTK 14.0 is not a target here: generator/targets.txt lists 12.9, 13.0 and 13.5",
+            "pin it with cargo xtask pin --ctk 14.0",
+        ],
+        ..Bad::PLAIN
+    };
+    /// A target that is not a version at all.
+    regen_of_a_target_spelled_banana: Bad {
+        args: &["regen", "--ctk", "banana"],
+        error: &["'banana' is not a CTK target: write it as MAJOR.MINOR"],
+        ..Bad::PLAIN
+    };
+    /// A major version alone.
+    regen_of_a_target_spelled_13: Bad {
+        args: &["regen", "--ctk", "13"],
+        error: &["'13' is not a CTK target: write it as MAJOR.MINOR"],
+        ..Bad::PLAIN
+    };
+    /// A minor version that is not a number.
+    regen_of_a_target_spelled_13_x: Bad {
+        args: &["regen", "--ctk", "13.x"],
+        error: &["'13.x' is not a CTK target: write it as MAJOR.MINOR"],
+        ..Bad::PLAIN
+    };
+    /// `diff` takes any two pinned targets; anything else is refused naming every pinned one.
+    diff_with_an_unpinned_target_11_8: Bad {
+        args: &["diff", "12.9", "11.8"],
+        error: &[
+            "'11.8' is not a pinned CTK target: generator/inputs.lock pins 12.0, 12.1, 12.2, \
+             12.3, 12.4, 12.5, 12.6, 12.8, 12.9, 13.0, 13.1, 13.2, 13.3, 13.4 and 13.5; pick two",
+        ],
+        ..Bad::PLAIN
+    };
+    /// `diff` of a target between pinned ones that is not pinned itself.
+    diff_with_an_unpinned_target_12_7: Bad {
+        args: &["diff", "12.7", "13.5"],
+        error: &[
+            "'12.7' is not a pinned CTK target: generator/inputs.lock pins 12.0, 12.1, 12.2, \
+             12.3, 12.4, 12.5, 12.6, 12.8, 12.9, 13.0, 13.1, 13.2, 13.3, 13.4 and 13.5; pick two",
+        ],
+        ..Bad::PLAIN
+    };
+    /// `diff` of something that is not a version.
+    diff_with_a_target_spelled_banana: Bad {
+        args: &["diff", "banana", "13.5"],
+        error: &[
+            "'banana' is not a pinned CTK target: generator/inputs.lock pins 12.0, 12.1, 12.2, \
+             12.3, 12.4, 12.5, 12.6, 12.8, 12.9, 13.0, 13.1, 13.2, 13.3, 13.4 and 13.5; pick two",
+        ],
+        ..Bad::PLAIN
+    };
+    /// `--cuda-home` naming a folder without `include/cuda.h`.
+    cuda_home_without_cuda_h: Bad {
+        args: &["regen", "--ctk", "12.9", "--cuda-home", "{dir}"],
+        error: &["--cuda-home {dir} has no include/cuda.h"],
+        ..Bad::PLAIN
+    };
+    /// A toolkit whose `CUDA_VERSION` is another target's.
+    cuda_home_of_another_version: Bad {
+        args: &["regen", "--ctk", "12.9", "--cuda-home", "{dir}"],
+        setup: |dir| fake_toolkit(dir, "#define CUDA_VERSION 12040\n"),
+        error: &[
+            "--cuda-home {dir} is CUDA 12.4 (CUDA_VERSION 12040) but --ctk 12.9 was asked for",
+        ],
+        ..Bad::PLAIN
+    };
+    /// A toolkit whose `cuda.h` is not C.
+    cuda_home_header_that_fails_to_parse: Bad {
+        args: &["regen", "--ctk", "12.9", "--cuda-home", "{dir}"],
+        setup: |dir| fake_toolkit(dir, "#define CUDA_VERSION 12090\nthis is not C;\n"),
+        error: &[
+            "bindgen could not parse the driver headers of CTK 12.9",
+            "{dir}/include/cuda.h:2:1: error: unknown type name 'this'",
+        ],
+        ..Bad::PLAIN
+    };
+    /// One toolkit cannot be every target.
+    cuda_home_with_all_targets: Bad {
+        args: &["regen", "--ctk", "all", "--cuda-home", "{dir}"],
+        setup: |dir| fake_toolkit(dir, "#define CUDA_VERSION 12090\n"),
+        error: &["--cuda-home reads one toolkit, so it needs one --ctk target", "not 'all'"],
+        ..Bad::PLAIN
+    };
+    /// `cuda.h` of `--cuda-home` is a FIFO.
+    cuda_home_cuda_h_a_fifo: Bad {
+        args: &["regen", "--ctk", "12.9", "--cuda-home", "{dir}"],
+        setup: |dir| toolkit_with_a_fifo(dir, "cuda.h"),
+        error: &["{dir}/include/cuda.h is a FIFO, not a regular file"],
+        ..Bad::PLAIN
+    };
+    /// `cuda_runtime_api.h` of `--cuda-home` is a FIFO.
+    cuda_home_cuda_runtime_api_h_a_fifo: Bad {
+        args: &["regen", "--ctk", "12.9", "--cuda-home", "{dir}"],
+        setup: |dir| toolkit_with_a_fifo(dir, "cuda_runtime_api.h"),
+        error: &["{dir}/include/cuda_runtime_api.h is a FIFO, not a regular file"],
+        ..Bad::PLAIN
+    };
+    /// `cudaTypedefs.h` of `--cuda-home` is a FIFO.
+    cuda_home_cuda_typedefs_h_a_fifo: Bad {
+        args: &["regen", "--ctk", "12.9", "--cuda-home", "{dir}"],
+        setup: |dir| toolkit_with_a_fifo(dir, "cudaTypedefs.h"),
+        error: &["{dir}/include/cudaTypedefs.h is a FIFO, not a regular file"],
+        ..Bad::PLAIN
+    };
+    /// A header `cuda.h` includes is a FIFO.
+    cuda_home_host_defines_h_a_fifo: Bad {
+        args: &["regen", "--ctk", "12.9", "--cuda-home", "{dir}"],
+        setup: |dir| toolkit_with_a_fifo(dir, "crt/host_defines.h"),
+        error: &["{dir}/include/crt/host_defines.h is a FIFO, not a regular file"],
+        ..Bad::PLAIN
+    };
+    /// A header `cuda_runtime_api.h` includes is a FIFO.
+    cuda_home_driver_types_h_a_fifo: Bad {
+        args: &["regen", "--ctk", "12.9", "--cuda-home", "{dir}"],
+        setup: |dir| toolkit_with_a_fifo(dir, "driver_types.h"),
+        error: &["{dir}/include/driver_types.h is a FIFO, not a regular file"],
+        ..Bad::PLAIN
+    };
+    /// `LIBCLANG_PATH` naming nothing: no libclang is obtainable.
+    libclang_path_naming_nothing: Bad {
+        args: &["regen", "--ctk", "13.0"],
+        env: &[("LIBCLANG_PATH", "/nonexistent/libclang")],
+        error: &["LIBCLANG_PATH=/nonexistent/libclang names nothing"],
+        ..Bad::PLAIN
+    };
+    /// `LIBCLANG_PATH` naming a folder that exists but holds no libclang: refused before bindgen
+    /// (which panics, exit 101).
+    libclang_path_without_a_libclang: Bad {
+        args: &["regen", "--ctk", "13.0", "--out", "{dir}/out"],
+        env: &[("LIBCLANG_PATH", "{dir}/empty")],
+        setup: |dir| {
+            out_folder(dir);
+            std::fs::create_dir(dir.join("empty")).unwrap();
+        },
+        error: &["LIBCLANG_PATH={dir}/empty holds no libclang that clang-sys can load"],
+        ..Bad::PLAIN
+    };
+    /// An output folder that does not exist.
+    out_that_does_not_exist: Bad {
+        args: &["regen", "--ctk", "13.0", "--out", "/nonexistent/out"],
+        error: &["the output directory /nonexistent/out does not exist"],
+        ..Bad::PLAIN
+    };
+    /// An output folder in which `src` is a file: creating src/bindings/ fails (also as root).
+    out_whose_src_is_a_file: Bad {
+        args: &["regen", "--ctk", "13.0", "--out", "{dir}/out"],
+        setup: |dir| {
+            out_folder(dir);
+            std::fs::write(dir.join("out/src"), "a file, not a folder").unwrap();
+        },
+        error: &["cannot write {dir}/out/src/", "(nothing was changed)"],
+        after: |dir| {
+            let src = std::fs::read(dir.join("out/src")).unwrap();
+            assert_eq!(src, b"a file, not a folder");
+        },
+        ..Bad::PLAIN
+    };
+    /// A downloaded wheel whose bytes differ from the lock: pip is pointed (through its own
+    /// environment variables) at a folder holding a file of the locked name but other content.
+    a_downloaded_wheel_whose_hash_differs_from_the_lock: Bad {
+        args: &["regen", "--ctk", "13.0"],
+        env: &[
+            ("HOSTCB_INPUTS_CACHE", "{dir}/cache"),
+            ("PIP_NO_INDEX", "1"),
+            ("PIP_FIND_LINKS", "{dir}/index"),
+        ],
+        setup: index_with_a_wrong_crt_wheel,
+        error: &[
+            "downloaded nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.\
+             manylinux_2_17_x86_64.whl: sha256 ",
+            "does not match the lock",
+            "so it was not cached",
+        ],
+        after: |dir| {
+            let cached = dir.join("cache/wheels").join(CRT_13_0);
+            assert!(!cached.exists(), "the wrong wheel was cached");
+        },
+    };
+    /// Offline (the index refuses connections) with a cached wheel of other bytes than the
+    /// lock's: the error names the hash mismatch, not only pip's "No matching distribution
+    /// found", and the cached file is left as it was.
+    offline_with_a_stale_cached_wheel: Bad {
+        args: &["check", "--ctk", "13.0"],
+        env: &[
+            ("HOSTCB_INPUTS_CACHE", "{dir}"),
+            ("PIP_INDEX_URL", "{unreachable}"),
+            ("PIP_FIND_LINKS", ""),
+        ],
+        setup: a_stale_cached_wheel,
+        error: &[
+            "{dir}/wheels/nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.\
+             manylinux_2_17_x86_64.whl: the cached wheel (sha256 ",
+            "does not match the lock",
+            "the package index is unreachable",
+        ],
+        after: |dir| {
+            assert_eq!(std::fs::read(dir.join("wheels").join(CRT_13_0)).unwrap(), STALE);
+        },
+    };
+    /// A sealed file edited after sealing: verify fails, and the seal names the edit.
+    verify_of_a_tampered_copy: Bad {
+        args: &["verify", "{dir}"],
+        setup: a_tampered_copy,
+        error: &["1 sealed file(s) failed verification"],
+        after: |dir| {
+            let report = hostcb_seal::verify_paths(&[dir.join("driver.rs")]).unwrap();
+            assert_eq!(report.failures.len(), 1, "{report}");
+            assert!(
+                report.failures[0].to_string().contains("edited after sealing"),
+                "{report}"
+            );
+        },
+        ..Bad::PLAIN
+    };
+}
+
+// ---- Runs that meet bad input and go on.
 
 /// The wheels of target 13.0 and libclang.
 const WHEELS_13_0: [&str; 3] = [
     "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
-    "nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+    CRT_13_0,
     "libclang-18.1.1-py2.py3-none-manylinux2010_x86_64.whl",
 ];
 
 /// Copies the 13.0 wheels and libclang's ([`WHEELS_13_0`]) from the tests' fixture into `dir`.
-fn copy_wheels(dir: &Path) {
-    fixture::copy_wheels(&fixture::target_specs(hostcb_generator::Ctk::V13_0), dir);
+fn copy_13_0_wheels(dir: &Path) {
+    copy_wheels(&target_specs(hostcb_generator::Ctk::V13_0), dir);
     for w in WHEELS_13_0 {
         assert!(dir.join(w).is_file(), "the fixture lacks {w}");
     }
@@ -356,9 +444,14 @@ fn copy_wheels(dir: &Path) {
 #[test]
 fn a_tampered_unpacked_header_is_unpacked_again_not_sealed() {
     let cache = tempfile::tempdir().unwrap();
-    copy_wheels(&cache.path().join("wheels"));
-    let env = [("HOSTCB_INPUTS_CACHE", cache.path().to_str().unwrap())];
-    succeeds(&["check", "--ctk", "13.0"], &env);
+    copy_13_0_wheels(&cache.path().join("wheels"));
+    let check = || {
+        succeeds(
+            xtask(&workspace(), &["check", "--ctk", "13.0"])
+                .env("HOSTCB_INPUTS_CACHE", cache.path()),
+        )
+    };
+    check();
     let root = std::fs::read_dir(cache.path().join("unpacked"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -385,8 +478,7 @@ fn a_tampered_unpacked_header_is_unpacked_again_not_sealed() {
         std::fs::write(&typedefs, &tampered).unwrap();
         if with_manifest {
             let manifest = root.join(".hostcb-manifest");
-            let digest = Sha256::digest(tampered.as_bytes());
-            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            let hex = sha256_hex(tampered.as_bytes());
             let text = std::fs::read_to_string(&manifest).unwrap();
             let edited: String = text
                 .lines()
@@ -404,7 +496,7 @@ fn a_tampered_unpacked_header_is_unpacked_again_not_sealed() {
             assert_ne!(edited, text);
             std::fs::write(&manifest, edited).unwrap();
         }
-        let stderr = succeeds(&["check", "--ctk", "13.0"], &env);
+        let stderr = check();
         let warnings: Vec<&str> = stderr
             .lines()
             .filter(|l| l.starts_with("warning:"))
@@ -422,7 +514,7 @@ fn a_tampered_unpacked_header_is_unpacked_again_not_sealed() {
         assert_eq!(std::fs::read_to_string(&typedefs).unwrap(), original);
     }
     // Intact now: a further run says nothing about the inputs.
-    let stderr = succeeds(&["check", "--ctk", "13.0"], &env);
+    let stderr = check();
     assert!(
         !stderr.contains("warning:") && !stderr.contains("unpacking"),
         "{stderr}"
@@ -436,25 +528,25 @@ fn a_tampered_unpacked_header_is_unpacked_again_not_sealed() {
 fn a_first_run_reports_each_download_and_a_second_run_is_quiet() {
     let cache = tempfile::tempdir().unwrap();
     let index = tempfile::tempdir().unwrap();
-    copy_wheels(index.path());
-    let out = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        workspace().join("generated/Cargo.toml"),
-        out.path().join("Cargo.toml"),
-    )
-    .unwrap();
-    let env = [
-        ("HOSTCB_INPUTS_CACHE", cache.path().to_str().unwrap()),
-        ("PIP_FIND_LINKS", index.path().to_str().unwrap()),
-    ];
-    let args = [
-        "regen",
-        "--ctk",
-        "13.0",
-        "--out",
-        out.path().to_str().unwrap(),
-    ];
-    let first = succeeds(&args, &env);
+    copy_13_0_wheels(index.path());
+    let out = crate_folder();
+    let regen = || {
+        succeeds(
+            xtask(
+                &workspace(),
+                &[
+                    "regen",
+                    "--ctk",
+                    "13.0",
+                    "--out",
+                    out.path().to_str().unwrap(),
+                ],
+            )
+            .env("HOSTCB_INPUTS_CACHE", cache.path())
+            .env("PIP_FIND_LINKS", index.path()),
+        )
+    };
+    let first = regen();
     let wheels = cache.path().join("wheels");
     for (spec, file) in [
         ("nvidia-cuda-runtime==13.0.96", WHEELS_13_0[0]),
@@ -482,116 +574,61 @@ fn a_first_run_reports_each_download_and_a_second_run_is_quiet() {
             "{first}"
         );
     }
-    let second = succeeds(&args, &env);
+    let second = regen();
     for word in ["downloading", "downloaded", "unpacking", "warning:"] {
         assert!(!second.contains(word), "second run said {word}:\n{second}");
     }
 }
 
-/// A header of `--cuda-home` that is a FIFO (a real one, from mkfifo) is refused by name, never
-/// opened: not `cuda.h`, `cuda_runtime_api.h` or `cudaTypedefs.h`, nor a header they include,
-/// which clang would open and block on. `fails` kills a run that hangs.
+/// `LIBCLANG_PATH` naming a folder that holds the real library under a versioned name works (with
+/// a warning), and provenance records that file's SHA-256.
 #[test]
-fn cuda_home_headers_that_are_fifos() {
-    for fifo in [
-        "cuda.h",
-        "cuda_runtime_api.h",
-        "cudaTypedefs.h",
-        "crt/host_defines.h",
-        "driver_types.h",
-    ] {
-        let tk = fake_toolkit("#define CUDA_VERSION 12090\n");
-        let inc = tk.path().join("include");
-        std::fs::write(
-            inc.join("cuda_runtime_api.h"),
-            "#include \"driver_types.h\"\n",
-        )
-        .unwrap();
-        let path = inc.join(fifo);
-        let _ = std::fs::remove_file(&path);
-        let made = Command::new("mkfifo")
-            .arg(&path)
-            .status()
-            .expect("run mkfifo");
-        assert!(made.success());
-        let e = fails(
-            &[
-                "regen",
-                "--ctk",
-                "12.9",
-                "--cuda-home",
-                tk.path().to_str().unwrap(),
-            ],
-            &[],
-        );
-        assert!(
-            e.contains(&format!("{} is a FIFO, not a regular file", path.display())),
-            "{e}"
-        );
-    }
-}
-
-/// `LIBCLANG_PATH` naming a folder that exists but holds no libclang: one error line, exit 1,
-/// before bindgen (which panics, exit 101). A folder holding the real library under a versioned
-/// name works, and provenance records that file's SHA-256.
-#[test]
-fn libclang_path_without_a_libclang() {
-    let empty = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        workspace().join("generated/Cargo.toml"),
-        out.path().join("Cargo.toml"),
-    )
-    .unwrap();
-    let out_arg = out.path().to_str().unwrap();
-    let e = fails(
-        &["regen", "--ctk", "13.0", "--out", out_arg],
-        &[("LIBCLANG_PATH", empty.path().to_str().unwrap())],
-    );
-    assert!(
-        e.contains(&format!(
-            "LIBCLANG_PATH={} holds no libclang that clang-sys can load",
-            empty.path().display()
-        )),
-        "{e}"
-    );
-
-    use hostcb_generator::inputs::{Fetcher, LOCK_PATH, Lock, Pip};
-    let lock = Lock::load(&workspace().join(LOCK_PATH)).unwrap();
-    let pinned = Fetcher::new(lock, Box::new(Pip::default()))
-        .libclang(&fixture::cache())
-        .unwrap()
-        .library;
+fn libclang_path_with_a_versioned_libclang_is_used_and_recorded() {
+    let out = crate_folder();
+    let pinned = libclang_library();
     let versioned = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(&pinned, versioned.path().join("libclang.so.18")).unwrap();
     let stderr = succeeds(
-        &["regen", "--ctk", "13.0", "--out", out_arg],
-        &[("LIBCLANG_PATH", versioned.path().to_str().unwrap())],
+        xtask(
+            &workspace(),
+            &[
+                "regen",
+                "--ctk",
+                "13.0",
+                "--out",
+                out.path().to_str().unwrap(),
+            ],
+        )
+        .env("LIBCLANG_PATH", versioned.path()),
     );
     assert!(stderr.contains("warning: LIBCLANG_PATH="), "{stderr}");
     let provenance =
         std::fs::read_to_string(out.path().join("src/bindings/ctk_13_0/provenance.toml")).unwrap();
-    let digest = Sha256::digest(std::fs::read(&pinned).unwrap());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = sha256_hex(&std::fs::read(&pinned).unwrap());
     assert!(provenance.contains(&hex), "{provenance}");
     assert!(!provenance.contains("sha256 = \"unknown\""), "{provenance}");
 }
 
-// `cargo xtask pin` against a hostile package index. The index is a PEP 503 simple index in a
-// temporary folder, served to the real pip as a `file://` URL (pip reads `data-yanked` and the
-// `#sha256=` of each link there as it does from PyPI); its wheels are the real 13.0 wheels, or
-// copies of them edited here. pin runs in a copy of the workspace's data (so a pin that succeeds
-// rewrites that copy's lock, never this checkout's) with its own input cache.
+// ---- `cargo xtask pin` against a hostile package index.
+//
+// The index is a PEP 503 simple index in a temporary folder, served to the real pip as a
+// `file://` URL (pip reads `data-yanked` and the `#sha256=` of each link there as it does from
+// PyPI); its wheels are the real 13.0 wheels, or copies of them edited here. pin runs in a copy of
+// the workspace's data (so a pin that succeeds rewrites that copy's lock, never this checkout's)
+// with its own input cache.
+
+/// The entries of a wheel: names and bytes, in order.
+type Entries = Vec<(String, Vec<u8>)>;
 
 /// The real 13.0 header wheels (and libclang's), from the tests' fixture.
 fn real_13_0_wheels() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    copy_wheels(dir.path());
+    copy_13_0_wheels(dir.path());
     dir
 }
 
 /// The entries of a zip, in order.
-fn zip_entries(path: &Path) -> Vec<(String, Vec<u8>)> {
+fn zip_entries(path: &Path) -> Entries {
     let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
     (0..zip.len())
         .map(|i| {
@@ -603,6 +640,7 @@ fn zip_entries(path: &Path) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// The hash of `bytes` as a wheel's RECORD spells it: `urlsafe_b64(sha256)` without padding.
 fn record_hash(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let digest = Sha256::digest(bytes);
@@ -616,31 +654,31 @@ fn record_hash(bytes: &[u8]) -> String {
     out
 }
 
-/// A RECORD that tells the truth about `entries` (all but RECORD itself).
-fn honest_record(entries: &[(String, Vec<u8>)], record: &str) -> Vec<u8> {
-    let mut out = String::new();
-    for (name, bytes) in entries.iter().filter(|(n, _)| n != record) {
-        out.push_str(&format!(
+/// Rewrites the RECORD of `entries` so that it tells the truth about every other entry.
+fn true_record(entries: &mut Entries) {
+    let record = entries
+        .iter()
+        .map(|(n, _)| n.clone())
+        .find(|n| n.ends_with(".dist-info/RECORD"))
+        .unwrap();
+    let mut text = String::new();
+    for (name, bytes) in entries.iter().filter(|(n, _)| *n != record) {
+        text.push_str(&format!(
             "{name},sha256={},{}\n",
             record_hash(bytes),
             bytes.len()
         ));
     }
-    out.push_str(&format!("{record},,\n"));
-    out.into_bytes()
+    text.push_str(&format!("{record},,\n"));
+    edit_record(entries, |_| text);
 }
 
 /// A copy of the real wheel `src` as version `version` (dist-info, METADATA and a true RECORD),
 /// then changed by `edit` (which may also lie in RECORD), written into `dir`; returns its path.
-fn respin(
-    src: &Path,
-    dir: &Path,
-    version: &str,
-    edit: impl FnOnce(&mut Vec<(String, Vec<u8>)>),
-) -> PathBuf {
+fn respin(src: &Path, dir: &Path, version: &str, edit: impl FnOnce(&mut Entries)) -> PathBuf {
     let name = src.file_name().unwrap().to_str().unwrap();
     let old = name.split('-').nth(1).unwrap();
-    let mut entries: Vec<(String, Vec<u8>)> = zip_entries(src)
+    let mut entries: Entries = zip_entries(src)
         .into_iter()
         .map(|(n, mut bytes)| {
             let n = n.replace(
@@ -659,13 +697,7 @@ fn respin(
             (n, bytes)
         })
         .collect();
-    let record = entries
-        .iter()
-        .map(|(n, _)| n.clone())
-        .find(|n| n.ends_with(".dist-info/RECORD"))
-        .unwrap();
-    let honest = honest_record(&entries, &record);
-    entries.iter_mut().find(|(n, _)| *n == record).unwrap().1 = honest;
+    true_record(&mut entries);
     edit(&mut entries);
     let path = dir.join(name.replace(&format!("-{old}-"), &format!("-{version}-")));
     let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
@@ -681,7 +713,7 @@ fn respin(
 }
 
 /// Rewrites the RECORD of `entries` with `f` applied to its text.
-fn edit_record(entries: &mut [(String, Vec<u8>)], f: impl FnOnce(String) -> String) {
+fn edit_record(entries: &mut Entries, f: impl FnOnce(String) -> String) {
     let (_, bytes) = entries
         .iter_mut()
         .find(|(n, _)| n.ends_with(".dist-info/RECORD"))
@@ -690,12 +722,20 @@ fn edit_record(entries: &mut [(String, Vec<u8>)], f: impl FnOnce(String) -> Stri
 }
 
 /// Edits the `cuda.h` of `entries` with `f`.
-fn edit_cuda_h(entries: &mut [(String, Vec<u8>)], f: impl FnOnce(&mut Vec<u8>)) {
+fn edit_cuda_h(entries: &mut Entries, f: impl FnOnce(&mut Vec<u8>)) {
     let (_, bytes) = entries
         .iter_mut()
         .find(|(n, _)| n.ends_with("/include/cuda.h"))
         .unwrap();
     f(bytes);
+}
+
+/// Replaces `from` by `to` in the entry of `entries` whose name ends with `file`.
+fn replace_in(entries: &mut Entries, file: &str, from: &str, to: &str) {
+    let (_, bytes) = entries.iter_mut().find(|(n, _)| n.ends_with(file)).unwrap();
+    let text = String::from_utf8(std::mem::take(bytes)).unwrap();
+    assert!(text.contains(from), "{file} has no {from}");
+    *bytes = text.replace(from, to).into_bytes();
 }
 
 /// A PEP 503 simple index in a folder: `simple/<project>/index.html` linking each wheel.
@@ -721,8 +761,7 @@ impl Index {
         if wheel != served {
             std::fs::copy(wheel, &served).unwrap();
         }
-        let digest = Sha256::digest(std::fs::read(&served).unwrap());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = sha256_hex(&std::fs::read(&served).unwrap());
         let url = format!("file://{}", served.display()).replace('+', "%2B");
         let yanked = yanked.map_or(String::new(), |r| format!(" data-yanked=\"{r}\""));
         self.links
@@ -746,11 +785,6 @@ impl Index {
     fn url(&self) -> String {
         format!("file://{}/simple/", self.dir.path().display())
     }
-
-    /// The files of the wheels it serves.
-    fn files(&self) -> PathBuf {
-        self.dir.path().join("files")
-    }
 }
 
 /// An index serving the real 13.0 wheels (and `extra` more runtime wheels, made from the real one).
@@ -765,7 +799,8 @@ fn index_13_0(real: &Path, extra: &[(&Path, Option<&str>)]) -> Index {
 }
 
 /// A copy of the workspace's data that pin reads and writes (the workspace manifest, allow-lists,
-/// lock and target list), and an input cache holding the real 13.0 wheels.
+/// lock, target list and templates, which the configuration the xtask loads once holds), and an
+/// input cache holding the real 13.0 header wheels.
 struct PinCheckout {
     root: tempfile::TempDir,
     cache: tempfile::TempDir,
@@ -773,77 +808,59 @@ struct PinCheckout {
 
 impl PinCheckout {
     fn new(real: &Path) -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let here = workspace();
-        std::fs::copy(here.join("Cargo.toml"), root.path().join("Cargo.toml")).unwrap();
-        let allow = root.path().join("generator/allowlist");
-        std::fs::create_dir_all(&allow).unwrap();
-        for e in std::fs::read_dir(here.join("generator/allowlist")).unwrap() {
-            let p = e.unwrap().path();
-            std::fs::copy(&p, allow.join(p.file_name().unwrap())).unwrap();
-        }
-        for f in ["generator/inputs.lock", "generator/targets.txt"] {
-            std::fs::copy(here.join(f), root.path().join(f)).unwrap();
-        }
-        // The configuration the xtask loads once holds the templates too.
-        let templates = root.path().join("templates");
-        std::fs::create_dir_all(&templates).unwrap();
-        for e in std::fs::read_dir(here.join("templates")).unwrap() {
-            let p = e.unwrap().path();
-            std::fs::copy(&p, templates.join(p.file_name().unwrap())).unwrap();
-        }
         let cache = tempfile::tempdir().unwrap();
         let wheels = cache.path().join("wheels");
         std::fs::create_dir_all(&wheels).unwrap();
         for w in &WHEELS_13_0[..2] {
             std::fs::copy(real.join(w), wheels.join(w)).unwrap();
         }
-        PinCheckout { root, cache }
+        PinCheckout {
+            root: workspace_copy(),
+            cache,
+        }
     }
 
     fn lock(&self) -> String {
         std::fs::read_to_string(self.root.path().join("generator/inputs.lock")).unwrap()
     }
 
-    /// Runs `cargo xtask pin --ctk 13.0` (and `extra` arguments) with pip pointed at `index`.
-    fn pin(&self, index: &str, extra: &[&str]) -> std::process::Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-        cmd.args(["pin", "--ctk", "13.0"])
-            .args(extra)
-            .current_dir(self.root.path())
-            .env_remove("CARGO_MANIFEST_DIR")
+    /// `cargo xtask pin --ctk 13.0` (and `extra` arguments) with pip pointed at `index`.
+    fn command(&self, index: &str, extra: &[&str]) -> Command {
+        let mut cmd = xtask(self.root.path(), &["pin", "--ctk", "13.0"]);
+        cmd.args(extra)
             .env_remove("PIP_FIND_LINKS")
             .env("PIP_INDEX_URL", index)
             .env("PIP_NO_CACHE_DIR", "1")
             .env("HOSTCB_INPUTS_CACHE", self.cache.path());
-        output_within(cmd, Duration::from_secs(120))
+        cmd
     }
 
-    /// Runs pin and asserts that it failed with one `error:` line and changed neither the lock nor
-    /// the cached wheels; returns the line.
-    fn refused(&self, index: &str) -> String {
+    /// Runs pin (within two minutes).
+    fn pin(&self, index: &str, extra: &[&str]) -> Output {
+        output_within(&mut self.command(index, extra), Duration::from_secs(120))
+    }
+
+    /// Runs pin (within `limit`) and asserts that it failed with one `error:` line, which gives
+    /// the cause of unusable headers, and changed neither the lock nor the cached wheels; returns
+    /// the line.
+    fn refused(&self, index: &str, limit: Duration) -> String {
         let lock = self.lock();
         let cached = self.cached();
-        let out = self.pin(index, &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "pin did not fail:\n{stderr}");
-        assert!(!stderr.contains("panicked"), "{stderr}");
-        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-        assert_eq!(errors.len(), 1, "{stderr}");
+        let mut cmd = self.command(index, &[]);
+        let out = output_within(&mut cmd, limit);
+        let error = the_one_error(&cmd, &out);
         assert!(
-            !errors[0].contains("do not hold usable headers")
-                || errors[0].matches(": ").count() > 1,
-            "the cause is dropped: {}",
-            errors[0]
+            !error.contains("do not hold usable headers") || error.matches(": ").count() > 1,
+            "the cause is dropped: {error}"
         );
-        assert_eq!(self.lock(), lock, "pin changed the lock:\n{stderr}");
+        assert_eq!(self.lock(), lock, "pin changed the lock: {error}");
         assert_eq!(
             self.cached(),
             cached,
-            "pin changed the cached wheels:\n{stderr}"
+            "pin changed the cached wheels: {error}"
         );
-        eprintln!("pin -> {}", errors[0]);
-        errors[0].to_owned()
+        eprintln!("pin -> {error}");
+        error
     }
 
     /// The cached wheels with their digests.
@@ -853,12 +870,172 @@ impl PinCheckout {
             .map(|e| e.unwrap().path())
             .filter(|p| p.is_file())
             .map(|p| {
-                let digest = Sha256::digest(std::fs::read(&p).unwrap());
-                let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+                let hex = sha256_hex(&std::fs::read(&p).unwrap());
                 (p.file_name().unwrap().to_string_lossy().into_owned(), hex)
             })
             .collect()
     }
+}
+
+/// A newer 13.0 runtime wheel (13.0.99) that pin is served, one thing made wrong, and the error
+/// line it must give.
+struct BadWheel {
+    /// What is made wrong in its entries (written with a true RECORD first; an edit may make it
+    /// lie, or tell the truth again with [`true_record`]).
+    edit: fn(&mut Entries),
+    /// What is done to the wheel file once written.
+    then: fn(&Path),
+    /// Every piece the one `error:` line must hold.
+    error: &'static [&'static str],
+    /// How long pin may take to refuse it.
+    limit: Duration,
+}
+
+impl BadWheel {
+    /// The fields a case leaves out.
+    const PLAIN: BadWheel = BadWheel {
+        edit: |_| {},
+        then: |_| {},
+        error: &[],
+        limit: Duration::from_secs(120),
+    };
+}
+
+/// Serves pin the real 13.0 wheels and the runtime wheel of `case` as the newest release, and
+/// checks that pin refuses it ([`PinCheckout::refused`]) saying each piece of `case.error`.
+fn pin_refused(case: BadWheel) {
+    let real = real_13_0_wheels();
+    let ws = PinCheckout::new(real.path());
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = respin(
+        &real.path().join(WHEELS_13_0[0]),
+        dir.path(),
+        "13.0.99",
+        case.edit,
+    );
+    (case.then)(&wheel);
+    let index = index_13_0(real.path(), &[(&wheel, None)]);
+    let error = ws.refused(&index.url(), case.limit);
+    for piece in case.error {
+        assert!(
+            error.contains(piece),
+            "the error line does not say {piece:?}:\n{error}"
+        );
+    }
+}
+
+/// Makes a test of each row: `name: BadWheel { .. };`.
+macro_rules! pin_refused {
+    ($($(#[doc = $doc:literal])* $name:ident: $case:expr;)*) => {
+        $(
+            $(#[doc = $doc])*
+            #[test]
+            fn $name() {
+                pin_refused($case);
+            }
+        )*
+    };
+}
+
+pin_refused! {
+    /// RECORD lies about the size of a file.
+    pin_refuses_a_record_that_lies_about_a_size: BadWheel {
+        edit: |e| {
+            edit_record(e, |r| {
+                r.lines()
+                    .map(|l| {
+                        if l.contains("/include/cuda.h,") {
+                            let (head, size) = l.rsplit_once(',').unwrap();
+                            format!("{head},{}\n", size.parse::<u64>().unwrap() + 1)
+                        } else {
+                            format!("{l}\n")
+                        }
+                    })
+                    .collect()
+            })
+        },
+        error: &["its RECORD says nvidia/cu13/include/cuda.h has"],
+        ..BadWheel::PLAIN
+    };
+    /// RECORD leaves out a file that was edited.
+    pin_refuses_a_record_that_omits_an_edited_file: BadWheel {
+        edit: |e| {
+            edit_cuda_h(e, |b| b.extend_from_slice(b"\n#define EVIL 1\n"));
+            edit_record(e, |r| {
+                r.lines()
+                    .filter(|l| !l.contains("/include/cuda.h,"))
+                    .map(|l| format!("{l}\n"))
+                    .collect()
+            })
+        },
+        error: &["its RECORD does not list nvidia/cu13/include/cuda.h"],
+        ..BadWheel::PLAIN
+    };
+    /// No RECORD at all.
+    pin_refuses_a_wheel_without_a_record: BadWheel {
+        edit: |e| e.retain(|(n, _)| !n.ends_with(".dist-info/RECORD")),
+        error: &["it has no *.dist-info/RECORD"],
+        ..BadWheel::PLAIN
+    };
+    /// RECORD lists a file twice.
+    pin_refuses_a_record_that_lists_a_file_twice: BadWheel {
+        edit: |e| {
+            edit_record(e, |r| {
+                let line = r.lines().find(|l| l.contains("/include/cuda.h,")).unwrap();
+                format!("{r}{line}\n")
+            })
+        },
+        error: &["its RECORD lists nvidia/cu13/include/cuda.h twice"],
+        ..BadWheel::PLAIN
+    };
+    /// A file edited, its RECORD line keeping the old hash.
+    pin_refuses_a_file_that_does_not_match_its_record: BadWheel {
+        edit: |e| edit_cuda_h(e, |b| b[0] ^= 1),
+        error: &["its entry nvidia/cu13/include/cuda.h does not match its own RECORD"],
+        ..BadWheel::PLAIN
+    };
+    /// A zip holding two entries of one name (python's zipfile writes that; the zip crate would
+    /// read the last one only).
+    pin_refuses_a_zip_with_a_name_twice: BadWheel {
+        then: |wheel| {
+            let script = "import sys, zipfile, warnings\nwarnings.simplefilter('ignore')\nz = zipfile.ZipFile(sys.argv[1], 'a')\nz.writestr('nvidia/cu13/include/cuda.h', '#define CUDA_VERSION 13000\\n')\nz.close()\n";
+            let ok = Command::new("python3")
+                .args(["-c", script])
+                .arg(wheel)
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        },
+        error: &["two zip entries of one name"],
+        ..BadWheel::PLAIN
+    };
+    /// A wheel that decompresses beyond the cap (1 GiB), all of it declared honestly: refused
+    /// before anything is decompressed, so within a minute.
+    pin_refuses_a_wheel_beyond_the_size_cap: BadWheel {
+        edit: |e| {
+            e.push((
+                "nvidia/cu13/include/zeros.h".to_owned(),
+                vec![0u8; (1 << 30) + (64 << 20)],
+            ));
+            true_record(e);
+        },
+        error: &["more than the cap of 1073741824 bytes"],
+        limit: Duration::from_secs(60),
+        ..BadWheel::PLAIN
+    };
+    /// Headers of another CUDA version: the refusal prints the cause, not only "do not hold
+    /// usable headers".
+    pin_prints_the_cause_of_unusable_headers: BadWheel {
+        edit: |e| {
+            replace_in(e, "/include/cuda.h", "#define CUDA_VERSION 13000", "#define CUDA_VERSION 13010");
+            true_record(e);
+        },
+        error: &[
+            "the newest wheels of CTK 13.0 do not hold usable headers: the pinned headers",
+            "is CUDA 13.1 (CUDA_VERSION 13010)",
+        ],
+        ..BadWheel::PLAIN
+    };
 }
 
 /// A version the lock holds, served with other bytes under its real file name, is refused naming
@@ -873,24 +1050,21 @@ fn pin_refuses_new_bytes_for_a_locked_version() {
         evil.path(),
         "13.0.96",
         |e| {
-            let (_, typedefs) = e
-                .iter_mut()
-                .find(|(n, _)| n.ends_with("/cudaTypedefs.h"))
-                .unwrap();
-            let text = String::from_utf8(std::mem::take(typedefs)).unwrap();
-            *typedefs = text
-                .replace("PFN_cuLaunchHostFunc_v10000", "PFN_cuLaunchHostFunc_v13010")
-                .into_bytes();
-            let honest = honest_record(e, "nvidia_cuda_runtime-13.0.96.dist-info/RECORD");
-            edit_record(e, |_| String::from_utf8(honest).unwrap());
+            replace_in(
+                e,
+                "/cudaTypedefs.h",
+                "PFN_cuLaunchHostFunc_v10000",
+                "PFN_cuLaunchHostFunc_v13010",
+            );
+            true_record(e);
         },
     );
     let mut index = Index::new();
     index.add("nvidia-cuda-runtime", &tampered, None);
     index.add("nvidia-cuda-crt", &real.path().join(WHEELS_13_0[1]), None);
     let good = ws.cached()[WHEELS_13_0[0]].clone();
-    let bad = ws.cached_digest_of(&tampered);
-    let e = ws.refused(&index.url());
+    let bad = sha256_hex(&std::fs::read(&tampered).unwrap());
+    let e = ws.refused(&index.url(), Duration::from_secs(120));
     assert!(
         e.contains("nvidia-cuda-runtime==13.0.96 is locked as")
             && e.contains(&good)
@@ -909,148 +1083,23 @@ fn pin_refuses_new_bytes_for_a_locked_version() {
     assert_eq!(ws.cached()[WHEELS_13_0[0]], bad);
 }
 
-impl PinCheckout {
-    fn cached_digest_of(&self, path: &Path) -> String {
-        let digest = Sha256::digest(std::fs::read(path).unwrap());
-        digest.iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
-
-/// Wheels that lie about themselves, served as a newer 13.0 release: each is refused with one
-/// line naming what is wrong, and the lock and cache stay as they were.
+/// An index that cannot be reached: pin says so, not that the index has no release.
 #[test]
-fn pin_refuses_wheels_that_break_their_record() {
+fn pin_says_when_the_index_is_unreachable() {
     let real = real_13_0_wheels();
     let ws = PinCheckout::new(real.path());
-    let runtime = real.path().join(WHEELS_13_0[0]);
-    let dir = tempfile::tempdir().unwrap();
-    type Edit = Box<dyn FnOnce(&mut Vec<(String, Vec<u8>)>)>;
-    let cases: Vec<(&str, Edit, &str)> = vec![
-        (
-            "RECORD lies about a size",
-            Box::new(|e| {
-                edit_record(e, |r| {
-                    r.lines()
-                        .map(|l| {
-                            if l.contains("/include/cuda.h,") {
-                                let (head, size) = l.rsplit_once(',').unwrap();
-                                format!("{head},{}\n", size.parse::<u64>().unwrap() + 1)
-                            } else {
-                                format!("{l}\n")
-                            }
-                        })
-                        .collect()
-                })
-            }),
-            "its RECORD says nvidia/cu13/include/cuda.h has",
-        ),
-        (
-            "RECORD omits an edited file",
-            Box::new(|e| {
-                edit_cuda_h(e, |b| b.extend_from_slice(b"\n#define EVIL 1\n"));
-                edit_record(e, |r| {
-                    r.lines()
-                        .filter(|l| !l.contains("/include/cuda.h,"))
-                        .map(|l| format!("{l}\n"))
-                        .collect()
-                })
-            }),
-            "its RECORD does not list nvidia/cu13/include/cuda.h",
-        ),
-        (
-            "RECORD is missing",
-            Box::new(|e| e.retain(|(n, _)| !n.ends_with(".dist-info/RECORD"))),
-            "it has no *.dist-info/RECORD",
-        ),
-        (
-            "RECORD lists a file twice",
-            Box::new(|e| {
-                edit_record(e, |r| {
-                    let line = r.lines().find(|l| l.contains("/include/cuda.h,")).unwrap();
-                    format!("{r}{line}\n")
-                })
-            }),
-            "its RECORD lists nvidia/cu13/include/cuda.h twice",
-        ),
-        (
-            "an edited file whose RECORD line keeps the old hash",
-            Box::new(|e| edit_cuda_h(e, |b| b[0] ^= 1)),
-            "its entry nvidia/cu13/include/cuda.h does not match its own RECORD",
-        ),
-    ];
-    // Every case runs; the failure lists each one that got through.
-    let tries = cases.len();
-    let mut escaped = Vec::new();
-    for (i, (what, edit, want)) in cases.into_iter().enumerate() {
-        let sub = dir.path().join(i.to_string());
-        std::fs::create_dir_all(&sub).unwrap();
-        let wheel = respin(&runtime, &sub, "13.0.99", edit);
-        let index = index_13_0(real.path(), &[(&wheel, None)]);
-        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let e = ws.refused(&index.url());
-            assert!(e.contains(want), "{what}: {e}");
-        }));
-        if refused.is_err() {
-            escaped.push(what);
-        }
-    }
-    assert!(
-        escaped.is_empty(),
-        "{} of {tries} got through: {escaped:?}",
-        escaped.len()
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let e = ws.refused(
+        &format!("http://127.0.0.1:{port}/simple/"),
+        Duration::from_secs(120),
     );
-}
-
-/// A zip holding two entries of one name (python's zipfile writes that; the zip crate would read
-/// the last one only): refused.
-#[test]
-fn pin_refuses_a_zip_with_a_name_twice() {
-    let real = real_13_0_wheels();
-    let ws = PinCheckout::new(real.path());
-    let dir = tempfile::tempdir().unwrap();
-    let wheel = respin(
-        &real.path().join(WHEELS_13_0[0]),
-        dir.path(),
-        "13.0.99",
-        |_| {},
-    );
-    let script = "import sys, zipfile, warnings\nwarnings.simplefilter('ignore')\nz = zipfile.ZipFile(sys.argv[1], 'a')\nz.writestr('nvidia/cu13/include/cuda.h', '#define CUDA_VERSION 13000\\n')\nz.close()\n";
-    let ok = Command::new("python3")
-        .args(["-c", script])
-        .arg(&wheel)
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    let index = index_13_0(real.path(), &[(&wheel, None)]);
-    let e = ws.refused(&index.url());
-    assert!(e.contains("two zip entries of one name"), "{e}");
-}
-
-/// A wheel that decompresses beyond the cap (1 GiB), all of it declared honestly: refused before
-/// anything is decompressed.
-#[test]
-fn pin_refuses_a_wheel_beyond_the_size_cap() {
-    let real = real_13_0_wheels();
-    let ws = PinCheckout::new(real.path());
-    let dir = tempfile::tempdir().unwrap();
-    let wheel = respin(
-        &real.path().join(WHEELS_13_0[0]),
-        dir.path(),
-        "13.0.99",
-        |e| {
-            e.push((
-                "nvidia/cu13/include/zeros.h".to_owned(),
-                vec![0u8; (1 << 30) + (64 << 20)],
-            ));
-            let honest = honest_record(e, "nvidia_cuda_runtime-13.0.99.dist-info/RECORD");
-            edit_record(e, |_| String::from_utf8(honest).unwrap());
-        },
-    );
-    let index = index_13_0(real.path(), &[(&wheel, None)]);
-    let started = Instant::now();
-    let e = ws.refused(&index.url());
-    assert!(e.contains("more than the cap of 1073741824 bytes"), "{e}");
-    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(e.contains("the package index is unreachable"), "{e}");
+    assert!(!e.contains("has no"), "{e}");
 }
 
 /// A local version (`+evil`) and a newer version the index marks yanked are passed over: pin
@@ -1063,8 +1112,7 @@ fn pin_skips_local_and_yanked_versions() {
     let runtime = real.path().join(WHEELS_13_0[0]);
     let yanked = respin(&runtime, dir.path(), "13.0.99", |e| {
         edit_cuda_h(e, |b| b.extend_from_slice(b"\n#define YANKED 1\n"));
-        let honest = honest_record(e, "nvidia_cuda_runtime-13.0.99.dist-info/RECORD");
-        edit_record(e, |_| String::from_utf8(honest).unwrap());
+        true_record(e);
     });
     let local = respin(&runtime, dir.path(), "13.0.97+evil", |_| {});
     let index = index_13_0(
@@ -1092,53 +1140,6 @@ fn pin_skips_local_and_yanked_versions() {
     assert_eq!(ws.lock(), lock);
 }
 
-/// Headers of another CUDA version: the refusal prints the cause, not only "do not hold usable
-/// headers".
-#[test]
-fn pin_prints_the_cause_of_unusable_headers() {
-    let real = real_13_0_wheels();
-    let ws = PinCheckout::new(real.path());
-    let dir = tempfile::tempdir().unwrap();
-    let wheel = respin(
-        &real.path().join(WHEELS_13_0[0]),
-        dir.path(),
-        "13.0.99",
-        |e| {
-            edit_cuda_h(e, |b| {
-                let text = String::from_utf8(std::mem::take(b)).unwrap();
-                *b = text
-                    .replace("#define CUDA_VERSION 13000", "#define CUDA_VERSION 13010")
-                    .into_bytes();
-            });
-            let honest = honest_record(e, "nvidia_cuda_runtime-13.0.99.dist-info/RECORD");
-            edit_record(e, |_| String::from_utf8(honest).unwrap());
-        },
-    );
-    let index = index_13_0(real.path(), &[(&wheel, None)]);
-    let e = ws.refused(&index.url());
-    assert!(
-        e.contains("the newest wheels of CTK 13.0 do not hold usable headers: the pinned headers")
-            && e.contains("is CUDA 13.1 (CUDA_VERSION 13010)"),
-        "{e}"
-    );
-}
-
-/// An index that cannot be reached: pin says so, not that the index has no release.
-#[test]
-fn pin_says_when_the_index_is_unreachable() {
-    let real = real_13_0_wheels();
-    let ws = PinCheckout::new(real.path());
-    // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let e = ws.refused(&format!("http://127.0.0.1:{port}/simple/"));
-    assert!(e.contains("the package index is unreachable"), "{e}");
-    assert!(!e.contains("has no"), "{e}");
-}
-
 /// What a killed pin leaves (its folder in the cache, the lock's temporary copy) is deleted by
 /// the next pin: one killed for real while it downloads, and leftovers of both kinds laid out.
 #[test]
@@ -1153,11 +1154,8 @@ fn pin_deletes_what_a_killed_pin_left() {
             .filter(|n| n.starts_with(".pin-"))
             .collect()
     };
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(["pin", "--ctk", "13.0"])
-        .current_dir(ws.root.path())
-        .env_remove("CARGO_MANIFEST_DIR")
-        .env_remove("PIP_FIND_LINKS")
+    let mut cmd = xtask(ws.root.path(), &["pin", "--ctk", "13.0"]);
+    cmd.env_remove("PIP_FIND_LINKS")
         .env("PIP_INDEX_URL", index.url())
         .env("HOSTCB_INPUTS_CACHE", ws.cache.path())
         .stderr(Stdio::null());
@@ -1197,19 +1195,20 @@ fn pin_deletes_what_a_killed_pin_left() {
         .filter(|n| n.starts_with('.') && n != ".lock")
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    let _ = index.files();
 }
 
-/// Runs the xtask with `args` and `env` inside a new user and mount namespace (`unshare -rm`,
-/// no root needed where unprivileged namespaces are allowed) with a `size` tmpfs mounted on
-/// `dir`; `None` where namespaces are not allowed here.
+// ---- A full disk.
+
+/// Runs the xtask with `args` and `env` in the checkout at `cwd`, inside a new user and mount
+/// namespace (`unshare -rm`, no root needed where unprivileged namespaces are allowed) with a
+/// `size` tmpfs mounted on `dir`; `None` where namespaces are not allowed here.
 fn on_a_small_disk(
     dir: &Path,
     size: &str,
     cwd: &Path,
     args: &[&str],
     env: &[(&str, &str)],
-) -> Option<std::process::Output> {
+) -> Option<Output> {
     let probe = Command::new("unshare")
         .args(["-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs \"$0\""])
         .arg(dir)
@@ -1229,11 +1228,13 @@ fn on_a_small_disk(
     .arg(env!("CARGO_BIN_EXE_xtask"))
     .args(args)
     .current_dir(cwd)
+    // The checkout is the one around `cwd`.
+    .env_remove("CARGO_MANIFEST_DIR")
     .env_remove("PIP_FIND_LINKS");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    Some(output_within(cmd, Duration::from_secs(120)))
+    Some(output_within(&mut cmd, Duration::from_secs(120)))
 }
 
 /// A full disk under the input cache is named as such, by regen (not "set LIBCLANG_PATH") and by
@@ -1244,12 +1245,7 @@ fn a_full_disk_is_named_as_such() {
     let real = real_13_0_wheels();
     let cache = tempfile::tempdir().unwrap();
     let cache_arg = cache.path().to_str().unwrap();
-    let out = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        workspace().join("generated/Cargo.toml"),
-        out.path().join("Cargo.toml"),
-    )
-    .unwrap();
+    let out = crate_folder();
     // The header wheels and their trees (about 10 MB) fit in 16 MB, libclang's 24 MB does not.
     let Some(regen) = on_a_small_disk(
         cache.path(),
@@ -1271,16 +1267,13 @@ fn a_full_disk_is_named_as_such() {
         eprintln!("SKIP: a_full_disk_is_named_as_such: no user namespace to mount a small disk in");
         return;
     };
-    let stderr = String::from_utf8_lossy(&regen.stderr);
-    assert_eq!(regen.status.code(), Some(1), "{stderr}");
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
+    let error = the_one_error(&"regen on a full disk", &regen);
     assert!(
-        errors[0].contains("the disk is full") && errors[0].contains("libclang"),
-        "{stderr}"
+        error.contains("the disk is full") && error.contains("libclang"),
+        "{error}"
     );
-    assert!(!errors[0].contains("LIBCLANG_PATH"), "{stderr}");
-    eprintln!("regen -> {}", errors[0]);
+    assert!(!error.contains("LIBCLANG_PATH"), "{error}");
+    eprintln!("regen -> {error}");
 
     let ws = PinCheckout::new(real.path());
     let index = index_13_0(real.path(), &[]);
@@ -1295,41 +1288,7 @@ fn a_full_disk_is_named_as_such() {
         ],
     )
     .unwrap();
-    let stderr = String::from_utf8_lossy(&pin.stderr);
-    assert_eq!(pin.status.code(), Some(1), "{stderr}");
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(errors[0].contains("the disk is full"), "{stderr}");
-    eprintln!("pin -> {}", errors[0]);
-}
-
-/// Offline (the index refuses connections) with a cached wheel of other bytes than the lock's:
-/// regen names the hash mismatch, not only pip's "No matching distribution found".
-#[test]
-fn offline_with_a_stale_cached_wheel_names_the_mismatch() {
-    let cache = tempfile::tempdir().unwrap();
-    copy_wheels(&cache.path().join("wheels"));
-    let stale = cache.path().join("wheels").join(WHEELS_13_0[1]);
-    std::fs::write(&stale, "not the pinned wheel").unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let index = format!("http://127.0.0.1:{port}/simple/");
-    let e = fails(
-        &["check", "--ctk", "13.0"],
-        &[
-            ("HOSTCB_INPUTS_CACHE", cache.path().to_str().unwrap()),
-            ("PIP_INDEX_URL", &index),
-            ("PIP_FIND_LINKS", ""),
-        ],
-    );
-    assert!(
-        e.contains(&format!("{}: the cached wheel (sha256 ", stale.display()))
-            && e.contains("does not match the lock")
-            && e.contains("the package index is unreachable"),
-        "{e}"
-    );
-    assert_eq!(std::fs::read(&stale).unwrap(), b"not the pinned wheel");
+    let error = the_one_error(&"pin on a full disk", &pin);
+    assert!(error.contains("the disk is full"), "{error}");
+    eprintln!("pin -> {error}");
 }

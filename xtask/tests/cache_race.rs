@@ -1,20 +1,16 @@
-//! Two `regen`s and a `check` at once on one checkout and one input cache (what two CI jobs or
-//! two checkouts sharing `$HOSTCB_INPUTS_CACHE` do), 20 rounds: every run succeeds and none
-//! prints a warning about a tree another process is unpacking; a tree that really was tampered
-//! with is reported once, by the process that unpacks it again, not by the others.
+//! Two `regen`s and a `check` at once on one checkout (a copy of this one's data) and one input
+//! cache (what two CI jobs or two checkouts sharing `$HOSTCB_INPUTS_CACHE` do), 20 rounds: every
+//! run succeeds and none prints a warning about a tree another process is unpacking; a tree that
+//! really was tampered with is reported once, by the process that unpacks it again, not by the
+//! others.
 //!
 //! Slow: about 2–4 minutes on a 2-core machine (each round runs three generations of the
 //! committed targets at once). The wheels come from the tests' fixture (`fixture/mod.rs`).
 
-mod fixture;
-
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-fn workspace() -> PathBuf {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    Path::new(&dir).parent().unwrap().to_path_buf()
-}
+use crate::fixture::{copy_wheels, target_specs, workspace, workspace_copy, xtask};
 
 /// The unpacked trees of the cache (folders under `unpacked/` that are not temporaries).
 fn trees(cache: &Path) -> Vec<PathBuf> {
@@ -62,10 +58,10 @@ fn two_regens_and_a_check_share_one_cache() {
     let specs: Vec<String> = hostcb_generator::config::Config::listed_targets(&workspace())
         .unwrap()
         .into_iter()
-        .flat_map(fixture::target_specs)
+        .flat_map(target_specs)
         .collect();
-    fixture::copy_wheels(&specs, &wheels);
-    let env = cache.path().to_str().unwrap().to_owned();
+    copy_wheels(&specs, &wheels);
+    let checkout = workspace_copy();
     let run_all = || {
         let children: Vec<_> = [
             &["regen", "--ctk", "13.0"][..],
@@ -74,10 +70,8 @@ fn two_regens_and_a_check_share_one_cache() {
         ]
         .iter()
         .map(|args| {
-            Command::new(env!("CARGO_BIN_EXE_xtask"))
-                .args(*args)
-                .current_dir(workspace())
-                .env("HOSTCB_INPUTS_CACHE", &env)
+            xtask(checkout.path(), args)
+                .env("HOSTCB_INPUTS_CACHE", cache.path())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()

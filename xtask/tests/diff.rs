@@ -1,20 +1,12 @@
 //! `cargo xtask diff A B`: exit 0 whether or not the targets differ; with `--exit-code`, as
 //! `git diff --exit-code`, 1 when they differ and 0 when they do not. Real headers, real libclang.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-mod fixture;
+use crate::fixture::{HUNG, output_within, workspace, xtask};
 
 fn diff(args: &[&str]) -> Output {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .arg("diff")
-        .args(args)
-        .current_dir(std::path::Path::new(&dir).parent().unwrap())
-        .env_remove("CARGO_MANIFEST_DIR")
-        .env("HOSTCB_INPUTS_CACHE", fixture::cache())
-        .output()
-        .expect("run xtask")
+    output_within(xtask(&workspace(), &["diff"]).args(args), HUNG)
 }
 
 #[test]

@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use crate::fixture::workspace;
 
 /// The crate pages: each published crate's README.md, its crates.io page.
 const CRATE_PAGES: &[&str] = &[
@@ -148,7 +146,7 @@ fn broken_links(root: &Path, docs: &[PathBuf]) -> Vec<String> {
 
 #[test]
 fn every_relative_link_and_anchor_resolves() {
-    let root = root();
+    let root = workspace();
     let docs = documents(&root);
     assert!(docs.len() >= 12, "{docs:?}");
     let broken = broken_links(&root, &docs);
@@ -178,7 +176,7 @@ fn the_link_check_sees_a_broken_link() {
 
 #[test]
 fn crate_pages_link_nothing_relative_and_are_their_crates_readmes() {
-    let root = root();
+    let root = workspace();
     for page in CRATE_PAGES {
         let text = std::fs::read_to_string(root.join(page)).unwrap();
         let relative: Vec<String> = links_and_anchors(&text)
@@ -227,7 +225,7 @@ fn readme_targets(readme: &str) -> BTreeMap<String, Vec<String>> {
 
 #[test]
 fn the_readme_targets_table_is_that_of_the_target_list_and_the_lock() {
-    let root = root();
+    let root = workspace();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let rows = readme_targets(&readme);
     let listed: Vec<String> = std::fs::read_to_string(root.join("generator/targets.txt"))
@@ -264,7 +262,7 @@ fn the_readme_targets_table_is_that_of_the_target_list_and_the_lock() {
 
 #[test]
 fn the_readme_is_short_and_names_the_minimum_rust_of_the_manifest() {
-    let root = root();
+    let root = workspace();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let lines = readme.lines().count();
     assert!(
@@ -311,7 +309,7 @@ fn dependencies(manifest: &str) -> BTreeSet<String> {
 /// What the pages say a crate depends on is what its manifest says.
 #[test]
 fn the_dependencies_the_docs_name_are_the_manifests() {
-    let root = root();
+    let root = workspace();
     let deps = |crate_dir: &str| {
         dependencies(&std::fs::read_to_string(root.join(crate_dir).join("Cargo.toml")).unwrap())
     };
@@ -339,7 +337,7 @@ fn the_dependencies_the_docs_name_are_the_manifests() {
 /// The guide's example of a driver function's own ABI version is the generated binding's.
 #[test]
 fn the_guides_abi_versions_are_the_generated_ones() {
-    let root = root();
+    let root = workspace();
     let guide = std::fs::read_to_string(root.join("docs/generator.md")).unwrap();
     // The text the claim is made in, whatever its line breaks.
     assert!(flat(&guide).contains(
@@ -366,7 +364,7 @@ fn the_guides_abi_versions_are_the_generated_ones() {
 /// The CHANGELOG has a section for the workspace's version, as the API check asks.
 #[test]
 fn the_changelog_has_a_section_for_the_version() {
-    let root = root();
+    let root = workspace();
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
     let version = manifest
         .split("\n[workspace.package]\n")
@@ -388,7 +386,7 @@ fn the_changelog_has_a_section_for_the_version() {
 /// wheel of the lock, and the stub driver's range, the first and the last pinned target.
 #[test]
 fn the_readme_tested_versions_are_the_locks_oldest_and_newest() {
-    let root = root();
+    let root = workspace();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let lock = std::fs::read_to_string(root.join("generator/inputs.lock")).unwrap();
     // (target, runtime version) of every `target` line, in the lock's order (oldest first).
@@ -446,4 +444,62 @@ fn the_readme_tested_versions_are_the_locks_oldest_and_newest() {
             "the stub's drivers"
         );
     }
+}
+
+/// The commands `cargo xtask --help` lists, each named once in the xtask's module docs and in its
+/// manifest's description: the list and the description are the commands there are.
+#[test]
+fn the_xtask_commands_are_each_named_once_in_its_docs_and_description() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let commands: BTreeSet<String> = help
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_owned)
+        .collect();
+    assert!(commands.len() >= 12, "{help}");
+
+    let main = std::fs::read_to_string(workspace().join("xtask/src/main.rs")).unwrap();
+    let listed: Vec<String> = main
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! - `"))
+        .map(|l| l.split([' ', '`']).next().unwrap().to_owned())
+        .collect();
+    let once: BTreeSet<String> = listed.iter().cloned().collect();
+    assert_eq!(
+        listed.len(),
+        once.len(),
+        "xtask/src/main.rs lists a command twice: {listed:?}"
+    );
+    assert_eq!(
+        once, commands,
+        "the commands xtask/src/main.rs's docs list are not those of cargo xtask --help"
+    );
+
+    let manifest = std::fs::read_to_string(workspace().join("xtask/Cargo.toml")).unwrap();
+    let description = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("description = \""))
+        .and_then(|d| d.strip_suffix(".\""))
+        .expect("xtask/Cargo.toml has a description");
+    let named: BTreeSet<String> = description
+        .split_once("cargo xtask ")
+        .expect("the description names the commands after `cargo xtask `")
+        .1
+        .split(", ")
+        .flat_map(|part| part.split(" and "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        named, commands,
+        "the commands xtask/Cargo.toml's description names are not those of cargo xtask --help"
+    );
 }

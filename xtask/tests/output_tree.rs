@@ -3,38 +3,13 @@
 //! prove they wrote, survive a killed or overlapping run, never write through a symbolic link,
 //! and never open a FIFO where a file should be.
 
-mod fixture;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-fn workspace() -> PathBuf {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    Path::new(&dir).parent().unwrap().to_path_buf()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-/// A copy of the generated crate (its manifest and sources), as a backport checkout has it.
-fn crate_copy() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let here = workspace().join("generated");
-    std::fs::copy(here.join("Cargo.toml"), dir.path().join("Cargo.toml")).unwrap();
-    copy_tree(&here.join("src"), &dir.path().join("src"));
-    dir
-}
+use crate::fixture::{
+    copy_tree, crate_copy, mkfifo, one_error, stderr_of, succeeds, workspace, workspace_copy, xtask,
+};
 
 /// The newest listed target's folder name and `MAJOR.MINOR`, from the committed module list.
 fn a_listed_target() -> (String, String) {
@@ -49,58 +24,16 @@ fn a_listed_target() -> (String, String) {
     (format!("ctk_{}", ctk.replace('.', "_")), ctk)
 }
 
-/// Runs the xtask in the checkout at `cwd`, reading the tests' input cache; kills it and
-/// fails the test after `limit` (a hang is a failure, not a stuck test run).
-fn xtask(args: &[&str], cwd: &Path, limit: Duration) -> Output {
-    let cache = fixture::cache();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("CARGO_MANIFEST_DIR")
-        .env("HOSTCB_INPUTS_CACHE", cache)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run xtask");
-    let started = Instant::now();
-    while child.try_wait().expect("wait for xtask").is_none() {
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "xtask {args:?} still ran after {limit:?} (hung?); killed it. stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().expect("collect xtask output")
-}
-
-fn regen(out: &Path, ctk: &str) -> Output {
-    let out = out.to_str().unwrap();
+/// `regen --ctk <ctk> --out <out>`, run from this checkout.
+fn regen(out: &Path, ctk: &str) -> std::process::Command {
     xtask(
-        &["regen", "--ctk", ctk, "--out", out],
         &workspace(),
-        Duration::from_secs(300),
+        &["regen", "--ctk", ctk, "--out", out.to_str().unwrap()],
     )
 }
 
-fn succeeds(run: Output) -> String {
-    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
-    assert!(run.status.success(), "{stderr}");
-    stderr
-}
-
-/// The one `error:` line of a failed run.
-fn one_error(run: Output) -> String {
-    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
-    assert!(!run.status.success(), "it succeeded:\n{stderr}");
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert_eq!(stderr.lines().last(), errors.first().copied(), "{stderr}");
-    errors[0].to_owned()
-}
+/// How long a regen may take before it counts as hung.
+const REGEN: Duration = Duration::from_secs(300);
 
 /// The seal marker, spelled in two pieces so that this file never looks sealed itself.
 fn marker() -> String {
@@ -143,7 +76,7 @@ fn a_full_regen_deletes_only_files_whose_seal_proves_they_are_its_own() {
     let moved = old.join("runtime.rs");
     std::fs::copy(bindings.join(&listed).join("runtime.rs"), &moved).unwrap();
 
-    let stderr = succeeds(regen(out.path(), "all"));
+    let stderr = succeeds(&mut regen(out.path(), "all"));
     for kept in [&sealing, &helpers, &note, &moved] {
         assert!(kept.is_file(), "{} was deleted:\n{stderr}", kept.display());
         assert!(
@@ -176,7 +109,7 @@ fn temporaries_of_a_killed_regen_never_break_the_next_one() {
     let module_list = std::fs::read(out.path().join("src/bindings/mod.rs")).unwrap();
     std::fs::write(out.path().join("src/bindings/.regen-XyZ789"), &module_list).unwrap();
 
-    let stderr = succeeds(regen(out.path(), "all"));
+    let stderr = succeeds(&mut regen(out.path(), "all"));
     assert!(stderr.contains(", 0 deleted,"), "{stderr}");
     for left in [
         dir.join(".regen-AbC123"),
@@ -189,7 +122,6 @@ fn temporaries_of_a_killed_regen_never_break_the_next_one() {
 #[test]
 fn overlapping_regens_do_not_fail_each_other() {
     let out = crate_copy();
-    let path = out.path().to_str().unwrap().to_owned();
     for round in 0..3 {
         // An edit in each round, so that both runs have files to write.
         let (listed, _) = a_listed_target();
@@ -202,11 +134,7 @@ fn overlapping_regens_do_not_fail_each_other() {
         std::fs::write(&file, text.replacen("pub ", "pub  ", 1)).unwrap();
         let runs: Vec<_> = (0..2)
             .map(|_| {
-                Command::new(env!("CARGO_BIN_EXE_xtask"))
-                    .args(["regen", "--ctk", "all", "--out", &path])
-                    .current_dir(workspace())
-                    .env_remove("CARGO_MANIFEST_DIR")
-                    .env("HOSTCB_INPUTS_CACHE", fixture::cache())
+                regen(out.path(), "all")
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()
@@ -215,8 +143,7 @@ fn overlapping_regens_do_not_fail_each_other() {
             .collect();
         for run in runs {
             let run = run.wait_with_output().unwrap();
-            let stderr = String::from_utf8_lossy(&run.stderr);
-            assert!(run.status.success(), "round {round}:\n{stderr}");
+            assert!(run.status.success(), "round {round}:\n{}", stderr_of(&run));
         }
         let report = hostcb_seal::verify_paths(&[out.path().to_path_buf()]).unwrap();
         assert!(report.is_ok() && report.temporaries.is_empty(), "{report}");
@@ -236,7 +163,7 @@ fn regen_refuses_to_write_through_a_symbolic_link() {
     let driver = outside.path().join("driver.rs");
     std::fs::write(&driver, "// outside, and not the generator's\n").unwrap();
 
-    let error = one_error(regen(out.path(), &ctk));
+    let error = one_error(&mut regen(out.path(), &ctk), REGEN);
     assert!(
         error.contains(&dir.display().to_string()) && error.contains("symbolic link"),
         "{error}"
@@ -252,7 +179,7 @@ fn regen_refuses_to_write_through_a_symbolic_link() {
     let runtime = dir.join("runtime.rs");
     std::fs::remove_file(&runtime).unwrap();
     std::os::unix::fs::symlink(&driver, &runtime).unwrap();
-    let error = one_error(regen(out.path(), &ctk));
+    let error = one_error(&mut regen(out.path(), &ctk), REGEN);
     assert!(error.contains(&runtime.display().to_string()), "{error}");
     assert!(
         std::fs::symlink_metadata(&runtime)
@@ -260,12 +187,6 @@ fn regen_refuses_to_write_through_a_symbolic_link() {
             .file_type()
             .is_symlink()
     );
-}
-
-fn mkfifo(path: &Path) {
-    let _ = std::fs::remove_file(path);
-    let made = Command::new("mkfifo").arg(path).status().unwrap();
-    assert!(made.success(), "mkfifo {}", path.display());
 }
 
 #[test]
@@ -280,12 +201,7 @@ fn a_fifo_where_a_generated_file_or_the_manifest_should_be_is_an_error_not_a_han
         .join(&listed)
         .join("driver.rs");
     mkfifo(&fifo);
-    let o = out.path().to_str().unwrap();
-    let error = one_error(xtask(
-        &["regen", "--ctk", &ctk, "--out", o],
-        &workspace(),
-        limit,
-    ));
+    let error = one_error(&mut regen(out.path(), &ctk), limit);
     assert!(
         error.contains(&fifo.display().to_string()) && error.contains("FIFO"),
         "{error}"
@@ -294,37 +210,20 @@ fn a_fifo_where_a_generated_file_or_the_manifest_should_be_is_an_error_not_a_han
     let out = crate_copy();
     let manifest = out.path().join("Cargo.toml");
     mkfifo(&manifest);
-    let o = out.path().to_str().unwrap();
-    let error = one_error(xtask(
-        &["regen", "--ctk", &ctk, "--out", o],
-        &workspace(),
-        limit,
-    ));
+    let error = one_error(&mut regen(out.path(), &ctk), limit);
     assert!(
         error.contains(&manifest.display().to_string()) && error.contains("FIFO"),
         "{error}"
     );
     // check, in a checkout whose generated file is a FIFO.
-    let copy = tempfile::tempdir().unwrap();
-    let here = workspace();
-    for file in [
-        "Cargo.toml",
-        "generator/targets.txt",
-        "generator/inputs.lock",
-    ] {
-        std::fs::create_dir_all(copy.path().join(file).parent().unwrap()).unwrap();
-        std::fs::copy(here.join(file), copy.path().join(file)).unwrap();
-    }
-    for dir in ["generator/allowlist", "templates", "generated"] {
-        copy_tree(&here.join(dir), &copy.path().join(dir));
-    }
+    let copy = workspace_copy();
     let fifo = copy
         .path()
         .join("generated/src/bindings")
         .join(&listed)
         .join("runtime.rs");
     mkfifo(&fifo);
-    let error = one_error(xtask(&["check", "--ctk", &ctk], copy.path(), limit));
+    let error = one_error(&mut xtask(copy.path(), &["check", "--ctk", &ctk]), limit);
     assert!(
         error.contains(&fifo.display().to_string()) && error.contains("FIFO"),
         "{error}"
@@ -337,7 +236,7 @@ fn out_naming_a_file_says_it_is_not_a_folder() {
     let file = dir.path().join("Cargo.toml");
     std::fs::write(&file, "[package]\nname = \"cuda-hostcb\"\n").unwrap();
     let (_, ctk) = a_listed_target();
-    let error = one_error(regen(&file, &ctk));
+    let error = one_error(&mut regen(&file, &ctk), REGEN);
     assert!(
         error.contains(&format!("{} is not a folder", file.display())),
         "{error}"

@@ -1,45 +1,34 @@
 //! `cargo xtask regen --out DIR`: a whole tree written elsewhere (a backport checkout), sealed,
 //! and a second run that writes nothing.
 
-mod fixture;
-
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use hostcb_generator::Ctk;
 use hostcb_generator::emit;
 
-fn workspace() -> PathBuf {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    Path::new(&dir).parent().unwrap().to_path_buf()
+use crate::fixture::{HUNG, crate_folder, output_within, stderr_of, succeeds, workspace, xtask};
+
+/// `cargo xtask <args>`, run in this checkout.
+fn run(args: &[&str]) -> Output {
+    output_within(&mut xtask(&workspace(), args), HUNG)
 }
 
-fn run_regen(out: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["regen", "--ctk", "12.9", "--out"])
-        .arg(out)
-        .current_dir(workspace())
-        .env("HOSTCB_INPUTS_CACHE", fixture::cache())
-        .output()
-        .expect("run xtask")
-}
-
-/// An empty folder of the generated crate, as a backport checkout has it: its Cargo.toml.
-fn crate_folder() -> tempfile::TempDir {
-    let out = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        workspace().join("generated/Cargo.toml"),
-        out.path().join("Cargo.toml"),
+/// `regen --ctk 12.9 --out <out>`, run in this checkout.
+fn regen_12_9(out: &Path) -> Command {
+    xtask(
+        &workspace(),
+        &["regen", "--ctk", "12.9", "--out", out.to_str().unwrap()],
     )
-    .unwrap();
-    out
 }
 
+fn run_regen(out: &Path) -> Output {
+    output_within(&mut regen_12_9(out), HUNG)
+}
+
+/// [`run_regen`], which must succeed; its standard error.
 fn regen(out: &Path) -> String {
-    let run = run_regen(out);
-    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
-    assert!(run.status.success(), "{stderr}");
-    stderr
+    succeeds(&mut regen_12_9(out))
 }
 
 #[test]
@@ -56,7 +45,7 @@ fn out_refuses_a_folder_that_is_not_the_generated_crate() {
     for dir in [root.as_path(), empty.path(), other.path()] {
         let before = dir.join("src/bindings").exists();
         let run = run_regen(dir);
-        let stderr = String::from_utf8_lossy(&run.stderr);
+        let stderr = stderr_of(&run);
         assert!(!run.status.success(), "{}: {stderr}", dir.display());
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(
@@ -121,15 +110,6 @@ fn temporaries(dir: &Path) -> Vec<std::ffi::OsString> {
         .collect()
 }
 
-fn xtask(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(args)
-        .current_dir(workspace())
-        .env("HOSTCB_INPUTS_CACHE", fixture::cache())
-        .output()
-        .expect("run xtask")
-}
-
 /// `--out` writes a tree for that tree's own target list, and refuses a target it lacks in one
 /// line, writing nothing: the list of its checkout (`<checkout>/generated` beside
 /// `<checkout>/generator/targets.txt`), else the `ctk-*` features of the folder's Cargo.toml.
@@ -148,8 +128,8 @@ fn out_writes_for_the_trees_own_target_list() {
     std::fs::write(&list, "12.9\n").unwrap();
     let out = generated.to_str().unwrap();
 
-    let refused = xtask(&["regen", "--ctk", "13.0", "--out", out]);
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let refused = run(&["regen", "--ctk", "13.0", "--out", out]);
+    let stderr = stderr_of(&refused);
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     let list = list.canonicalize().unwrap();
@@ -203,14 +183,14 @@ fn out_writes_for_the_trees_own_target_list() {
     // A crate folder in no checkout: the features of its Cargo.toml are its list.
     let bare = tempfile::tempdir().unwrap();
     std::fs::copy(generated.join("Cargo.toml"), bare.path().join("Cargo.toml")).unwrap();
-    let refused = xtask(&[
+    let refused = run(&[
         "regen",
         "--ctk",
         "13.5",
         "--out",
         bare.path().to_str().unwrap(),
     ]);
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let stderr = stderr_of(&refused);
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(

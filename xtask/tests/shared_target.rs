@@ -8,13 +8,10 @@
 //! and runs `cargo xtask check` in B: it must report B's files stale. It builds the workspace
 //! crates twice (under a minute, seeded from this test's own target dir).
 
-mod clones;
-mod fixture;
-
 use std::path::Path;
 use std::process::Command;
 
-use clones::{cargo, clone_head, run, seed_target_dir};
+use crate::fixture::{cargo, clone_head, one_build_at_a_time, run, seed_target_dir};
 
 /// Sets the times of every file and folder under `root` to 2020, as in a checkout last touched
 /// long before the other one was built.
@@ -49,6 +46,7 @@ fn cargo_xtask_in_the_older_checkout_runs_its_own_generator() {
     std::fs::write(&emit, edited).unwrap();
     age(&b);
 
+    let _build = one_build_at_a_time();
     seed_target_dir(&target);
     let built = cargo(&a, &target, &["build", "--package", "xtask"]);
     assert!(

@@ -3,73 +3,17 @@
 //! sealed files of targets taken off the list. Run on a copy of the workspace whose list is
 //! changed, with the real xtask binary and the real pinned inputs.
 
-mod clones;
-mod fixture;
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use clones::seed_target_dir;
+use crate::fixture::{
+    HUNG, one_build_at_a_time, output_within, seed_target_dir, succeeds, workspace, workspace_copy,
+    xtask,
+};
 
-fn workspace() -> PathBuf {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    Path::new(&dir).parent().unwrap().to_path_buf()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-/// What generation reads and writes, copied: the manifest, generator/'s configuration, the
-/// templates and the generated crate.
-fn workspace_copy() -> tempfile::TempDir {
-    let here = workspace();
-    let dir = tempfile::tempdir().unwrap();
-    let b = dir.path();
-    std::fs::copy(here.join("Cargo.toml"), b.join("Cargo.toml")).unwrap();
-    copy_tree(
-        &here.join("generator/allowlist"),
-        &b.join("generator/allowlist"),
-    );
-    for file in ["generator/targets.txt", "generator/inputs.lock"] {
-        std::fs::copy(here.join(file), b.join(file)).unwrap();
-    }
-    copy_tree(&here.join("templates"), &b.join("templates"));
-    copy_tree(&here.join("generated/src"), &b.join("generated/src"));
-    std::fs::copy(
-        here.join("generated/Cargo.toml"),
-        b.join("generated/Cargo.toml"),
-    )
-    .unwrap();
-    dir
-}
-
-fn xtask(root: &Path, args: &[&str]) -> Output {
-    // The copy reads the tests' input cache (the same pinned, hash-checked files).
-    let cache = fixture::cache();
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(args)
-        .current_dir(root)
-        .env_remove("CARGO_MANIFEST_DIR")
-        .env("HOSTCB_INPUTS_CACHE", cache)
-        .output()
-        .unwrap()
-}
-
-fn succeeds(root: &Path, args: &[&str]) -> String {
-    let out = xtask(root, args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{args:?}: {stderr}");
-    stderr
+/// `cargo xtask <args>` in the checkout at `root`.
+fn run(root: &Path, args: &[&str]) -> Output {
+    output_within(&mut xtask(root, args), HUNG)
 }
 
 #[test]
@@ -79,7 +23,7 @@ fn taking_targets_off_the_list_removes_them_everywhere_and_nothing_else() {
     std::fs::write(root.join("generator/targets.txt"), "# only one\n13.0\n").unwrap();
 
     // A single target off the list is refused, naming the list.
-    let out = xtask(root, &["regen", "--ctk", "12.9"]);
+    let out = run(root, &["regen", "--ctk", "12.9"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -89,7 +33,7 @@ fn taking_targets_off_the_list_removes_them_everywhere_and_nothing_else() {
         "{stderr}"
     );
     // Check sees the files of the targets taken off the list.
-    let out = xtask(root, &["check"]);
+    let out = run(root, &["check"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
@@ -97,7 +41,7 @@ fn taking_targets_off_the_list_removes_them_everywhere_and_nothing_else() {
         "{stderr}"
     );
 
-    let regen = succeeds(root, &["regen", "--ctk", "all"]);
+    let regen = succeeds(&mut xtask(root, &["regen", "--ctk", "all"]));
     assert!(regen.contains(", 10 deleted,"), "{regen}");
     let generated = root.join("generated");
     for gone in ["ctk_12_9", "ctk_13_5"] {
@@ -120,9 +64,9 @@ fn taking_targets_off_the_list_removes_them_everywhere_and_nothing_else() {
     assert!(manifest.contains("[dependencies]\nlibloading.workspace = true"));
 
     // The result verifies and is current.
-    succeeds(root, &["verify"]);
-    succeeds(root, &["check"]);
-    let again = succeeds(root, &["regen", "--ctk", "all"]);
+    succeeds(&mut xtask(root, &["verify"]));
+    succeeds(&mut xtask(root, &["check"]));
+    let again = succeeds(&mut xtask(root, &["regen", "--ctk", "all"]));
     assert!(
         again.contains(", 0 written, 8 unchanged, 0 deleted"),
         "{again}"
@@ -168,12 +112,13 @@ fn the_workspace_builds_with_any_one_target_listed() {
     let (root, target) = (tmp.path().join("copy"), tmp.path().join("target"));
     whole_workspace_copy(&root);
     std::fs::write(root.join("generator/targets.txt"), "# only one\n12.9\n").unwrap();
-    let regen = succeeds(&root, &["regen", "--ctk", "all"]);
+    let regen = succeeds(&mut xtask(&root, &["regen", "--ctk", "all"]));
     assert!(
         !root.join("generated/src/bindings/ctk_13_0").exists(),
         "{regen}"
     );
 
+    let _build = one_build_at_a_time();
     seed_target_dir(&target);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)

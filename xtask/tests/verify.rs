@@ -1,71 +1,33 @@
 //! `cargo xtask verify` on damaged copies of the committed bindings: every failure is one line
 //! naming the file, the reason and the `--ctk` to regenerate, and nothing makes it hang.
 
-mod fixture;
-
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hostcb_seal::{marker, seal};
 
-fn workspace() -> PathBuf {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    Path::new(&dir).parent().unwrap().to_path_buf()
-}
+use crate::fixture::{copy_tree, mkfifo, output_within, stderr_of, workspace, xtask};
 
 /// A copy of the committed `generated/src/bindings/` under a temporary `generated/`.
 fn copy_of_bindings() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("generated");
-    let from = workspace().join("generated/src/bindings");
-    fs::create_dir_all(root.join("src/bindings")).unwrap();
-    for target in fs::read_dir(&from).unwrap() {
-        let target = target.unwrap().path();
-        let to = root.join("src/bindings").join(target.file_name().unwrap());
-        if target.is_file() {
-            fs::copy(&target, &to).unwrap();
-            continue;
-        }
-        fs::create_dir_all(&to).unwrap();
-        for file in fs::read_dir(&target).unwrap() {
-            let file = file.unwrap().path();
-            fs::copy(&file, to.join(file.file_name().unwrap())).unwrap();
-        }
-    }
+    copy_tree(
+        &workspace().join("generated/src/bindings"),
+        &root.join("src/bindings"),
+    );
     (dir, root)
 }
 
-/// Runs `cargo xtask verify PATH...`, failing the test if it does not finish within a minute;
-/// returns whether it succeeded, and its standard error.
+/// Runs `cargo xtask verify PATH...`, failing the test if it does not finish within a minute
+/// (blocked on a FIFO?); returns whether it succeeded, and its standard error.
 fn verify(paths: &[&Path]) -> (bool, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .arg("verify")
-        .args(paths)
-        .current_dir(workspace())
-        .env("HOSTCB_INPUTS_CACHE", fixture::cache())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run xtask");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!(
-                "cargo xtask verify {paths:?} did not finish within a minute (blocked on a FIFO?)"
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    (status.success(), stderr)
+    let out = output_within(
+        xtask(&workspace(), &["verify"]).args(paths),
+        Duration::from_secs(60),
+    );
+    (out.status.success(), stderr_of(&out))
 }
 
 /// The lines of `stderr` that start with `path`: the failures verify printed for it.
@@ -142,8 +104,7 @@ fn a_sealed_file_replaced_by_a_symlink_to_an_edited_copy_fails() {
 fn a_fifo_named_directly_fails_fast_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("driver.rs");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
+    mkfifo(&fifo);
     let (ok, stderr) = verify(&[&fifo]);
     assert!(!ok, "{stderr}");
     let lines = lines_for(&stderr, &fifo);

@@ -5,48 +5,16 @@
 //! `cargo xtask verify` in the second checkout check the first one's files. These tests run the
 //! real binary in a second copy of the workspace, the way `cargo xtask` runs it there.
 
-mod fixture;
-
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-/// This checkout's root, from the `CARGO_MANIFEST_DIR` cargo sets when it runs the test.
-fn this_checkout() -> PathBuf {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    Path::new(&dir).parent().unwrap().to_path_buf()
-}
+use crate::fixture::{HUNG, output_within, workspace_copy};
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-/// A second checkout holding what `verify` reads: the workspace manifest, the allow-lists (which
-/// mark a workspace root), the target list and the generated crate.
+/// A second checkout holding what `verify` reads (a copy of this one's data), and an `xtask/`
+/// folder for cargo to run the xtask from.
 fn second_checkout() -> tempfile::TempDir {
-    let here = this_checkout();
-    let dir = tempfile::tempdir().unwrap();
-    let b = dir.path();
-    std::fs::copy(here.join("Cargo.toml"), b.join("Cargo.toml")).unwrap();
-    copy_tree(
-        &here.join("generator/allowlist"),
-        &b.join("generator/allowlist"),
-    );
-    std::fs::copy(
-        here.join("generator/targets.txt"),
-        b.join("generator/targets.txt"),
-    )
-    .unwrap();
-    copy_tree(&here.join("generated/src"), &b.join("generated/src"));
-    std::fs::create_dir_all(b.join("xtask")).unwrap();
+    let dir = workspace_copy();
+    std::fs::create_dir_all(dir.path().join("xtask")).unwrap();
     dir
 }
 
@@ -61,15 +29,11 @@ fn tamper(b: &Path) -> PathBuf {
 }
 
 fn xtask(cwd: &Path, manifest_dir: Option<&Path>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(args)
-        .current_dir(cwd)
-        .env_remove("CARGO_MANIFEST_DIR")
-        .env("HOSTCB_INPUTS_CACHE", fixture::cache());
+    let mut cmd = crate::fixture::xtask(cwd, args);
     if let Some(dir) = manifest_dir {
         cmd.env("CARGO_MANIFEST_DIR", dir);
     }
-    cmd.output().unwrap()
+    output_within(&mut cmd, HUNG)
 }
 
 fn assert_fails_naming(out: &Output, file: &Path) {
