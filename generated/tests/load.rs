@@ -37,10 +37,11 @@
 //! 2. `libcudart.so.13` in an entry of `$LD_LIBRARY_PATH`, in `$CUDA_HOME/lib64`,
 //!    `$CUDA_PATH/lib64` or `/usr/local/cuda/lib64` (a toolkit; the GPU machine's, without
 //!    network);
-//! 3. the `nvidia-cuda-runtime` 13.0 wheel pinned in `generator/inputs.lock` (the generator's
-//!    own pin, read at build time), from `$CUDA_HOSTCB_TEST_WHEELS` (default
-//!    `target/tmp/wheels`) or downloaded there by `python3 -m pip download`, and used only if
-//!    its SHA-256 is the pinned one.
+//! 3. the runtime wheel of the 13.0 target pinned in `generator/inputs.lock` (the generator's
+//!    own pin), taken by `tools/pinned-runtimes` (the GPU bundle's fetcher too) from the input
+//!    cache (`$HOSTCB_INPUTS_CACHE`, default the tests' own, `target/tmp/hostcb-inputs`) or
+//!    downloaded into it by `python3 -m pip download`, and used only if its SHA-256 is the
+//!    pinned one.
 
 use std::env;
 use std::ffi::{OsString, c_int, c_void};
@@ -57,7 +58,6 @@ use cuda_hostcb::load::{
 };
 use hostcb_gate::{check, check_eq};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
-use sha2::{Digest, Sha256};
 
 /// What a step returns: done, ignored with a reason, or failed.
 type Outcome = Result<Completion, Failed>;
@@ -65,16 +65,14 @@ type Outcome = Result<Completion, Failed>;
 /// A step: its trial's name and its function.
 type Step = (&'static str, fn() -> Outcome);
 
-/// The generator's pinned inputs: the one place the runtime wheel and its hash are pinned.
-const INPUTS_LOCK: &str = include_str!("../../generator/inputs.lock");
-/// The start of the lock entry whose runtime the steps load (the 13.0 target's).
-const PINNED_RUNTIME: &str = "nvidia-cuda-runtime==13.0.";
-/// The runtime's path inside its wheel.
-const WHEEL_MEMBER: &str = "nvidia/cu13/lib/libcudart.so.13";
+/// The pinned target whose runtime wheel the steps load.
+const PINNED_TARGET: &str = "13.0";
+/// `tools/pinned-runtimes`'s exit status when pip could not fetch the wheel.
+const FETCH_FAILED: i32 = 3;
 /// Names a `libcudart.so.13` fetched beforehand (for machines that cannot reach PyPI).
 const LIBCUDART_13_ENV: &str = "HOSTCB_TEST_LIBCUDART_13";
-/// Where the pinned wheel is looked for, and downloaded to.
-const WHEELS_ENV: &str = "CUDA_HOSTCB_TEST_WHEELS";
+/// The input cache where the pinned wheel is looked for, and downloaded to.
+const CACHE_ENV: &str = "HOSTCB_INPUTS_CACHE";
 
 /// Any C function type: these tests compare and count addresses, and call nothing through them.
 type AnyFn = unsafe extern "C" fn() -> u32;
@@ -347,162 +345,79 @@ fn find_runtime_13() -> Result<PathBuf, Missing> {
         return Ok(lib);
     }
     let lib = pinned_wheel_runtime()?;
-    println!("the CUDA 13 runtime: {} (the pinned wheel)", lib.display());
+    let version = std::fs::read_to_string(lib.with_file_name("version")).unwrap_or_default();
+    println!(
+        "the CUDA 13 runtime: {} (the pinned wheel, {})",
+        lib.display(),
+        version.trim()
+    );
     Ok(lib)
 }
 
-/// One entry of `generator/inputs.lock`.
-#[derive(Debug)]
-struct Pin {
-    /// `name==version`.
-    requirement: &'static str,
-    file: &'static str,
-    sha256: &'static str,
-}
-
-fn pinned_runtime() -> Result<Pin, Missing> {
-    INPUTS_LOCK
-        .lines()
-        .filter(|line| !line.starts_with('#'))
-        .map(|line| line.split_whitespace().collect::<Vec<_>>())
-        .find_map(|fields| match fields[..] {
-            [requirement, file, sha256] if requirement.starts_with(PINNED_RUNTIME) => Some(Pin {
-                requirement,
-                file,
-                sha256,
-            }),
-            _ => None,
-        })
-        .ok_or_else(|| {
-            Missing::Broken(format!(
-                "generator/inputs.lock pins no {PINNED_RUNTIME}* wheel"
-            ))
-        })
-}
-
-fn sha256_of(path: &Path) -> Result<String, Missing> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| Missing::Broken(format!("reading {}: {e}", path.display())))?;
-    Ok(Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
-}
-
-/// Fails unless the wheel at `path` is the pinned one, byte for byte.
-fn check_pin(path: &Path, pin: &Pin) -> Result<(), Missing> {
-    let found = sha256_of(path)?;
-    if found == pin.sha256 {
-        Ok(())
-    } else {
-        Err(Missing::Broken(format!(
-            "{}: SHA-256 {found}, but generator/inputs.lock pins {} for {}",
-            path.display(),
-            pin.sha256,
-            pin.requirement
-        )))
-    }
-}
-
-/// The runtime of the pinned wheel, unpacked into the scratch folder from a wheel whose hash was
-/// checked just before.
+/// The runtime of the 13.0 target's pinned wheel, as `tools/pinned-runtimes` takes it from the
+/// hash-checked wheel (the input cache's, or one pip fetches into it) into the scratch folder.
 fn pinned_wheel_runtime() -> Result<PathBuf, Missing> {
-    let pin = pinned_runtime()?;
     if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         return Err(Missing::Unavailable(format!(
-            "the pinned {} is for x86_64 Linux; set {LIBCUDART_13_ENV}",
-            pin.file
+            "the pinned runtime wheel is for x86_64 Linux; set {LIBCUDART_13_ENV}"
         )));
     }
-    let dir = env::var_os(WHEELS_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wheels"));
-    let wheel = dir.join(pin.file);
-    if !wheel.is_file() {
-        download(&pin, &dir)?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let script = root.join("tools/pinned-runtimes");
+    if !script.is_file() {
+        return Err(Missing::Unavailable(format!(
+            "{} is not there (an executable carried away from its checkout); set \
+             {LIBCUDART_13_ENV}",
+            script.display()
+        )));
     }
-    check_pin(&wheel, &pin)?;
-    let lib = scratch().join("pinned/libcudart.so.13");
-    std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
-    let unpack = Command::new("python3")
-        .args([
-            "-c",
-            "import sys, zipfile; open(sys.argv[3], 'wb').write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))",
-        ])
-        .arg(&wheel)
-        .arg(WHEEL_MEMBER)
-        .arg(&lib)
-        .status();
-    match unpack {
-        Ok(status) if status.success() && lib.is_file() => Ok(lib),
-        Ok(status) => Err(Missing::Broken(format!(
-            "unpacking {WHEEL_MEMBER} from {} failed: {status}",
-            wheel.display()
-        ))),
-        Err(e) => Err(Missing::Unavailable(format!(
-            "python3 (to unpack {}) could not run: {e}",
-            wheel.display()
-        ))),
-    }
-}
-
-/// Downloads the pinned wheel into `dir`, checking its hash before it lands there.
-fn download(pin: &Pin, dir: &Path) -> Result<(), Missing> {
-    let fetched = dir.join(format!("download-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&fetched);
-    std::fs::create_dir_all(&fetched)
-        .map_err(|e| Missing::Broken(format!("creating {}: {e}", fetched.display())))?;
-    let mut pip = Command::new("python3");
-    pip.args([
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--platform",
-        "manylinux2014_x86_64",
-        "--disable-pip-version-check",
-        "--quiet",
-        "--retries",
-        "2",
-        "--timeout",
-        "30",
-        "-d",
-    ])
-    .arg(&fetched)
-    .arg(pin.requirement);
+    let dest = scratch().join("pinned");
+    let mut fetch = Command::new("python3");
+    fetch
+        .arg(&script)
+        .arg(&dest)
+        .arg(PINNED_TARGET)
+        .current_dir(root);
+    // The tests' input cache (the generator's tests fill it too), unless the caller names one.
+    let cache = match env::var_os(CACHE_ENV).filter(|v| !v.is_empty()) {
+        Some(cache) => PathBuf::from(cache),
+        None => {
+            let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs");
+            fetch.env(CACHE_ENV, &cache);
+            cache
+        }
+    };
     // pip reads its configuration (index, proxy) from the user's home, which the steps move.
     match &ORIGINAL.get().unwrap().home {
-        Some(home) => pip.env("HOME", home),
-        None => pip.env_remove("HOME"),
+        Some(home) => fetch.env("HOME", home),
+        None => fetch.env_remove("HOME"),
     };
-    let outcome = match pip.status() {
-        Ok(status) if status.success() => {
-            let wheel = fetched.join(pin.file);
-            if wheel.is_file() {
-                check_pin(&wheel, pin).and_then(|()| {
-                    std::fs::rename(&wheel, dir.join(pin.file))
-                        .map_err(|e| Missing::Broken(format!("moving {}: {e}", wheel.display())))
-                })
-            } else {
-                Err(Missing::Broken(format!(
-                    "`python3 -m pip download {}` gave no {}",
-                    pin.requirement, pin.file
-                )))
-            }
-        }
-        Ok(status) => Err(Missing::Unavailable(format!(
-            "`python3 -m pip download {}` failed ({status}); set {LIBCUDART_13_ENV} to a \
-             libcudart.so.13, or put {} into ${WHEELS_ENV}",
-            pin.requirement, pin.file
+    let out = fetch.output().map_err(|e| {
+        Missing::Unavailable(format!(
+            "python3 (to run {}) could not run: {e}",
+            script.display()
+        ))
+    })?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let why = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map_or_else(|| out.status.to_string(), str::to_owned);
+    let lib = dest.join(PINNED_TARGET).join("libcudart.so.13");
+    match out.status.code() {
+        Some(0) if lib.is_file() => Ok(lib),
+        Some(0) => Err(Missing::Broken(format!(
+            "tools/pinned-runtimes wrote no {}",
+            lib.display()
         ))),
-        Err(e) => Err(Missing::Unavailable(format!(
-            "python3 (to download {}) could not run: {e}",
-            pin.requirement
+        Some(FETCH_FAILED) => Err(Missing::Unavailable(format!(
+            "{why}; set {LIBCUDART_13_ENV} to a libcudart.so.13, or put the pinned wheel into \
+             {}/wheels",
+            cache.display()
         ))),
-    };
-    let _ = std::fs::remove_dir_all(&fetched);
-    outcome
+        _ => Err(Missing::Broken(why)),
+    }
 }
 
 fn stream_mode() -> Outcome {

@@ -2,17 +2,12 @@
 //! themselves show, each checked as the line `cargo xtask diff 12.9 13.5` prints.
 
 use hostcb_generator::Ctk;
-use hostcb_generator::config::{Config, Environment};
 use hostcb_generator::diff::{self, Change, Section};
 use hostcb_generator::model::{Api, Summary};
 use hostcb_generator::pipeline::{self, Options};
 
 fn model(ctk: Ctk) -> hostcb_generator::model::Model {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap();
-    let ws = Config::load(root, &tests_environment()).expect("the configuration");
-    pipeline::read_model(&ws, ctk, &Options::default()).expect("read the model")
+    pipeline::read_model(&crate::config(), ctk, &Options::default()).expect("read the model")
 }
 
 /// The printed lines of the differences of `api` in `section`.
@@ -167,15 +162,4 @@ fn the_compatibility_table_gives_each_target_its_versions() {
             .count(),
         2
     );
-}
-
-/// This process's environment, with the tests' own input cache where `HOSTCB_INPUTS_CACHE` is
-/// unset (never the checkout's `target/hostcb-inputs`, which another step may or may not have
-/// filled); the tests fetch what they read into it, hash-checked.
-fn tests_environment() -> Environment {
-    let mut environment = Environment::of_process();
-    environment.inputs_cache.get_or_insert_with(|| {
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs")
-    });
-    environment
 }

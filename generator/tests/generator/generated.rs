@@ -2,20 +2,15 @@
 //! PyPI into the input cache on first use): the ABI versions the model picks, the no-trampoline
 //! audit over every committed wrapper, stale output (`cargo xtask check`), and determinism.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use hostcb_generator::Ctk;
 use hostcb_generator::audit;
-use hostcb_generator::config::{Config, Environment};
 use hostcb_generator::emit::{self, Mode};
 use hostcb_generator::model::PerThreadVariant;
 use hostcb_generator::pipeline::{self, Options};
 
-/// This checkout's configuration, with the environment's input cache and libclang choice.
-fn config() -> Config {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    Config::load(root, &tests_environment()).expect("the configuration")
-}
+use crate::config;
 
 fn committed(ctk: Ctk, api: &str) -> (PathBuf, syn::File) {
     let path = config()
@@ -424,8 +419,7 @@ fn the_headers_deprecations_reach_the_committed_wrappers() {
 /// The status a first-call stub returns when it cannot resolve its function
 /// (`cuda_hostcb::load::UNRESOLVED`), read from the loader's source.
 fn unresolved_status() -> u64 {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let path = root.join("generated/src/load/first.rs");
+    let path = crate::root().join("generated/src/load/first.rs");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let file = syn::parse_file(&text).expect("the loader parses");
     file.items
@@ -490,15 +484,4 @@ fn unresolved_is_no_cuda_status() {
             );
         }
     }
-}
-
-/// This process's environment, with the tests' own input cache where `HOSTCB_INPUTS_CACHE` is
-/// unset (never the checkout's `target/hostcb-inputs`, which another step may or may not have
-/// filled); the tests fetch what they read into it, hash-checked.
-fn tests_environment() -> Environment {
-    let mut environment = Environment::of_process();
-    environment.inputs_cache.get_or_insert_with(|| {
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs")
-    });
-    environment
 }

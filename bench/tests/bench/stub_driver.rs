@@ -70,7 +70,8 @@ fn stub() -> Option<(MutexGuard<'static, ()>, &'static Stub)> {
             return None;
         }
         // SAFETY: set once, under the lock, before any test of this process calls CUDA (each
-        // takes the stub first).
+        // of this module takes the stub first; `driver_versions` calls CUDA only in its child
+        // processes); every other thread reads the environment through std, under its lock.
         unsafe { std::env::set_var("CUDA_HOSTCB_LIBCUDA", &path) };
         // SAFETY: the stub, which the safe layer loads too (the same library).
         let stub = Stub {

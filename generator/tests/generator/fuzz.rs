@@ -16,8 +16,9 @@
 //!   and lies inside the destination; a lock or summary that parses renders to text that parses
 //!   to the same.
 //!
-//! `cargo test -p hostcb-generator --test fuzz` runs the short run CI runs: every corpus file,
-//! then a fixed number of cases per target from seed 0 (the same cases on every machine).
+//! `cargo test -p hostcb-generator --test generator fuzz::` runs the short run CI runs: every
+//! corpus file, then a fixed number of cases per target from seed 0 (the same cases on every
+//! machine).
 //! `cargo xtask fuzz --seconds N` runs a long one: N seconds per target, a fresh seed (printed),
 //! release build; `HOSTCB_FUZZ_SEED` repeats a run. Each target prints its cases per second. An
 //! input that fails is written under `$CARGO_TARGET_TMPDIR/fuzz-findings/<target>/`; once fixed,

@@ -9,8 +9,9 @@
 //! - a sealed file, or a whole target folder, removed from the index only (`git rm --cached`);
 //! - CRLF line endings staged; and a CRLF checkout is named as such, with the `-text` remedy.
 //!
-//! docs/seals.md and `.pre-commit-hooks.yaml` live in the repository, not in this package, so this
-//! test is left out of the published crate (`exclude` in its Cargo.toml).
+//! docs/seals.md and `.pre-commit-hooks.yaml` live in the repository, not in this package, so these
+//! tests run in the workspace only: the published crate leaves them out (`exclude` in its
+//! Cargo.toml).
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -2,39 +2,10 @@
 //! the work tree; links, skipped folders, expected files and repositories that are not there.
 
 use std::fs;
-use std::path::Path;
-use std::process::Command;
 
 use hostcb_seal::{Problem, SealProblem, Source, VerifyError, VerifyOptions, VerifyRoot, seal};
 
-fn git(dir: &Path, args: &[&str]) {
-    let output = Command::new("git")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args([
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "core.autocrlf=false",
-            "-C",
-        ])
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("these tests need `git` on PATH");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-fn write(path: &Path, text: &str) {
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
+use crate::{git, write};
 
 fn sealed(body: &str) -> String {
     seal(&format!("// @generated\n{body}\n"), "12.9", "//").unwrap()

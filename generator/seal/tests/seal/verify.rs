@@ -9,10 +9,7 @@ use hostcb_seal::{
     verify_paths_with, verify_roots, verify_tree,
 };
 
-fn write(path: &Path, contents: &str) {
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, contents).unwrap();
-}
+use crate::{git, write};
 
 fn sealed(body: &str) -> String {
     seal(
@@ -28,31 +25,6 @@ fn strip_seal(text: &str) -> String {
     text.split_inclusive('\n')
         .filter(|line| !line.contains(marker()))
         .collect()
-}
-
-/// Runs git in `dir` with a fixed identity, failing the test if git fails.
-fn git(dir: &Path, args: &[&str]) {
-    let output = Command::new("git")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("these tests need `git` on PATH");
-    assert!(
-        output.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 /// A tree with sealed, edited, hand-written and skipped files.

@@ -6,14 +6,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use hostcb_generator::config::{Config, Environment};
 use hostcb_generator::emit;
 use hostcb_generator::pipeline::{self, CrateOutput, Options, Others};
 
-fn config() -> Config {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    Config::load(root, &tests_environment()).expect("the configuration")
-}
+use crate::config;
 
 fn wheels(cache: &Path) -> BTreeSet<String> {
     std::fs::read_dir(cache.join("wheels"))
@@ -192,15 +188,4 @@ fn parallel_generation_gives_the_serial_bytes() {
         assert_eq!(a.path, b.path);
         assert!(a.contents == b.contents, "{} differs", a.path.display());
     }
-}
-
-/// This process's environment, with the tests' own input cache where `HOSTCB_INPUTS_CACHE` is
-/// unset (never the checkout's `target/hostcb-inputs`, which another step may or may not have
-/// filled); the tests fetch what they read into it, hash-checked.
-fn tests_environment() -> Environment {
-    let mut environment = Environment::of_process();
-    environment.inputs_cache.get_or_insert_with(|| {
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostcb-inputs")
-    });
-    environment
 }

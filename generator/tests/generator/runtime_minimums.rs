@@ -5,18 +5,13 @@
 //! cache on first use), with a scan of their own (C statements, not the generator's pattern).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use hostcb_generator::Ctk;
-use hostcb_generator::config::{Config, Environment};
 use hostcb_generator::emit;
 use hostcb_generator::inputs::{Fetcher, unpack_wheel};
 use syn::visit::Visit;
 
-fn config() -> Config {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    Config::load(root, &Environment::of_process()).expect("the configuration")
-}
+use crate::config;
 
 /// Where each major's runtime wheel keeps `cuda_runtime_api.h`.
 fn header_path(major: u32) -> &'static str {
