@@ -1,7 +1,8 @@
-//! `cargo xtask fuzz`: the long run of the fuzzing harness (`generator/tests/fuzz.rs`), which
-//! `cargo test` runs short. Each target runs for `--seconds`, one after the other, from a fresh
-//! seed (printed, to repeat a run with `--seed`), in a release build; each prints its cases per
-//! second and its findings.
+//! `cargo xtask fuzz`: the long run of the fuzzing harness (the `fuzz::` tests of the
+//! generator's test executable, `generator/tests/generator/fuzz.rs`), which `cargo test` runs
+//! short. Each target runs for `--seconds`, one after the other, from a fresh seed (printed, to
+//! repeat a run with `--seed`), in a release build; each prints its cases per second and its
+//! findings.
 
 use std::process::Command;
 
@@ -43,8 +44,9 @@ pub fn run(root: &std::path::Path, args: Args) -> anyhow::Result<()> {
             "-p",
             "hostcb-generator",
             "--test",
-            "fuzz",
+            "generator",
             "--",
+            "fuzz::",
             "--nocapture",
             "--test-threads=1",
         ])

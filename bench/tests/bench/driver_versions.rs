@@ -47,8 +47,6 @@ use cuda_hostcb::error::Api;
 use cuda_hostcb::load::{DefaultStream, Entry, PER_THREAD_ENV, default_stream};
 use cuda_hostcb_safe::{CaptureMode, HostSyncMode, SYNC_MODE_DRIVER_VERSION, SyncModeMissing};
 use hostcb_gate::wrong_expectations;
-use hostcb_generator::config::{Config, Environment};
-use hostcb_generator::inputs::{Fetcher, unpack_wheel};
 
 /// Set in a child: the driver version (a pinned target, `13.1`) it simulates.
 const CHILD_ENV: &str = "HOSTCB_DRIVER_VERSIONS_CHILD";
@@ -494,36 +492,48 @@ fn every_driver_version_answers_its_own_typedefs() {
 }
 
 /// Writes the tables of every pinned target into `dir` (`12.0.txt`, `12.0.stub.txt`, ...);
-/// returns their versions.
+/// returns their versions. Each target's `cudaTypedefs.h` and `cuda.h` come from its
+/// hash-checked runtime wheel through `tools/pinned-runtimes --headers` (the script that gives
+/// the GPU bundle its runtimes), from the input cache or fetched into it.
 fn write_tables(dir: &Path) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let config = Config::load(root, &Environment::of_process()).expect("the configuration");
-    let lock = config.lock();
-    let fetcher = Fetcher::pinned(&config.inputs);
     let scratch = tempfile::tempdir().unwrap();
+    let script = root.join("tools/pinned-runtimes");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg("--headers")
+        .arg(scratch.path())
+        .arg("all")
+        .current_dir(root)
+        .output()
+        .unwrap_or_else(|e| panic!("python3 {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "tools/pinned-runtimes --headers: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let mut targets: Vec<(u32, u32)> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            let (major, minor) = name.split_once('.').expect("MAJOR.MINOR");
+            (major.parse().unwrap(), minor.parse().unwrap())
+        })
+        .collect();
+    targets.sort();
     let mut drivers = Vec::new();
-    for ctk in lock.targets() {
-        let (wheel, _) = fetcher
-            .wheel(&lock.target(ctk).unwrap().headers, &config.inputs.cache)
-            .unwrap_or_else(|e| panic!("the runtime wheel of {ctk}: {e}"));
-        let path = match ctk.major() {
-            12 => "nvidia/cuda_runtime/include/cudaTypedefs.h",
-            13 => "nvidia/cu13/include/cudaTypedefs.h",
-            other => panic!("no runtime wheel layout known for CUDA {other}"),
-        };
-        let dest = scratch.path().join(ctk.module());
-        unpack_wheel(wheel.path(), path, &dest).unwrap();
-        let text = std::fs::read_to_string(dest.join(path)).unwrap();
+    for (major, minor) in targets {
+        let ctk = format!("{major}.{minor}");
+        let dest = scratch.path().join(&ctk);
+        let text = std::fs::read_to_string(dest.join("cudaTypedefs.h")).unwrap();
         let rows = parse_typedefs(&text).unwrap_or_else(|e| panic!("{ctk}'s cudaTypedefs.h: {e}"));
         // What its cuda.h declares of a host node's parameters.
-        let cuda_h = path.replace("cudaTypedefs.h", "cuda.h");
-        unpack_wheel(wheel.path(), &cuda_h, &dest).unwrap();
-        let header = std::fs::read_to_string(dest.join(&cuda_h)).unwrap();
+        let header = std::fs::read_to_string(dest.join("cuda.h")).unwrap();
         let declared =
             host_v2_declared_bytes(&header).unwrap_or_else(|e| panic!("{ctk}'s cuda.h: {e}"));
         std::fs::write(dir.join(format!("{ctk}.host.txt")), declared.to_string()).unwrap();
         let mut table = Table {
-            driver: ctk.cuda_version(),
+            driver: major * 1000 + minor * 10,
             rows,
         };
         // The headers' table, which the children expect; then the stub's, the same unless
@@ -541,7 +551,7 @@ fn write_tables(dir: &Path) -> Vec<String> {
                 .collect();
         }
         std::fs::write(dir.join(format!("{ctk}.stub.txt")), table_text(&table)).unwrap();
-        drivers.push(ctk.to_string());
+        drivers.push(ctk);
     }
     assert_eq!(drivers.len(), 15, "the pinned targets: {drivers:?}");
     drivers

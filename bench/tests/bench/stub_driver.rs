@@ -286,7 +286,7 @@ impl Victim {
     }
 }
 
-/// The GPU test's round (`safe/tests/reaper/teardown.rs`), made deterministic: the stub calls
+/// The GPU test's round (`safe/tests/gpu/reaper/teardown.rs`), made deterministic: the stub calls
 /// the callback inside the launch, on this thread, and the stream it is launched on is a
 /// borrowed one, whose drop destroys nothing, so the program's next call after the callback is
 /// the drop of its last context handle, with the victim's destruction still queued (unless the
