@@ -12,8 +12,8 @@ use anyhow::bail;
 #[derive(clap::Args)]
 pub struct Args {
     /// loom's preemption bound (`LOOM_MAX_PREEMPTIONS`): how many times a thread may be
-    /// preempted in one execution. 3 explores every model in a few seconds (what `cargo xtask
-    /// test` runs); each step up multiplies the executions, 5 takes minutes.
+    /// preempted in one execution. 3 explores every model in a few seconds (the bound of the
+    /// workspace's test run); each step up multiplies the executions, 5 takes minutes.
     #[arg(long, default_value_t = 3)]
     preemptions: u32,
     /// Only the models whose name contains this.
