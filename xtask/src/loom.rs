@@ -1,8 +1,10 @@
 //! `cargo xtask loom`: the model checks of the safe layer's and the loader's concurrent
-//! protocols (`tests/loom`) under loom, alone and with a preemption bound of one's choosing. It
-//! builds that crate's tests with its feature `loom`, in the dev profile every other test shares
-//! (the workspace's test run, with `--all-features`, explores the same models at the default
-//! bound), and prints each model's count of explored executions.
+//! protocols (`tests/loom`) under loom, with a preemption bound of one's choosing. It builds that
+//! crate's tests with its feature `loom` in release, in the release tree the CPU bench builds too
+//! (a feature, not a `--cfg` flag, which would need a tree of its own), and prints each model's
+//! count of explored executions. `cargo xtask test` runs it, and leaves the crate out of its dev
+//! test run: loom's dependencies there would change the features of the generator's (regex), so
+//! that the dev build of `cargo xtask` and that of the tests could share nothing above them.
 
 use std::process::Command;
 
@@ -12,8 +14,8 @@ use anyhow::bail;
 #[derive(clap::Args)]
 pub struct Args {
     /// loom's preemption bound (`LOOM_MAX_PREEMPTIONS`): how many times a thread may be
-    /// preempted in one execution. 3 explores every model in a few seconds (the bound of the
-    /// workspace's test run); each step up multiplies the executions, 5 takes minutes.
+    /// preempted in one execution. 3 explores every model in a few seconds (what `cargo xtask
+    /// test` runs); each step up multiplies the executions, 5 takes minutes.
     #[arg(long, default_value_t = 3)]
     preemptions: u32,
     /// Only the models whose name contains this.
@@ -27,6 +29,7 @@ pub fn run(root: &std::path::Path, args: Args) -> anyhow::Result<()> {
     command
         .args([
             "test",
+            "--release",
             "-p",
             "hostcb-loom",
             "--features",
