@@ -2,27 +2,29 @@
 //! and the pinned libclang, each hash-checked against `generator/inputs.lock` and described for
 //! provenance.
 //!
-//! Wheels come from PyPI through `python3 -m pip download` into a cache folder chosen by the caller
-//! (`<cache>/wheels/`), are checked against the lock, and are unpacked, only the part generation
-//! needs, into `<cache>/unpacked/`. A cached wheel whose hash matches is reused without the network.
-//! A wheel is opened once (`inputs/wheel.rs`): hashed, checked against its own RECORD, and read
-//! from that one open file. An unpacked tree is checked against its wheel on every use (see
-//! `inputs/unpacked.rs`); one that fails is unpacked again from the hash-checked wheel, with one
-//! warning line, and replaced atomically, so processes sharing the cache never see half a tree. A
-//! download and an unpack each print one line to stderr; a run that finds everything cached and
-//! intact prints nothing.
+//! The input cache (a folder chosen by the caller) keeps the wheels, under `<cache>/wheels/`: they
+//! come from PyPI through `python3 -m pip download`, and a cached wheel whose SHA-256 is the
+//! lock's is reused without the network. A wheel is opened once (`inputs/wheel.rs`): hashed,
+//! checked against its own RECORD, and read from that one open file. A target's headers are
+//! unpacked from their wheels on every run, into a temporary folder that the [`Headers`] value
+//! owns (deleted with it), each file's size and SHA-256 checked against the RECORD as it is
+//! written. The one file the cache keeps unpacked is libclang's library (61 MB), under
+//! `<cache>/libclang/`, hashed against its wheel's RECORD by every process before it is loaded
+//! (`inputs/libclang.rs`). Processes may share one cache: everything they write there is written
+//! into a temporary folder of their own and renamed into place. A download and an unpack into the
+//! cache each print one line to stderr; a run that finds everything cached and intact prints
+//! nothing.
 //!
 //! The modules form a chain, none importing one that imports it back: `error` (the error type),
-//! `files` (opening, hashing, the cache's locks and temporaries), `lock` (the lock file and
-//! provenance), `wheel` (fetching and reading wheels), `unpacked` (the cached tree), `headers` and
-//! `libclang` (the checked inputs), and this module, which puts them together.
+//! `files` (opening, hashing, the cache's temporary folders), `lock` (the lock file and
+//! provenance), `wheel` (fetching and reading wheels), `headers` and `libclang` (the checked
+//! inputs), and this module, which puts them together.
 
 mod error;
 mod files;
 mod headers;
 mod libclang;
 mod lock;
-mod unpacked;
 mod wheel;
 
 use std::path::{Path, PathBuf};
@@ -32,7 +34,7 @@ use crate::target::Ctk;
 
 pub use error::InputError;
 pub(crate) use files::kind as file_kind;
-pub use files::{PIN_PREFIX, join_cache, sha256_file};
+pub use files::{PIN_PREFIX, Temporary, sha256_file};
 pub(crate) use files::{hex, sha256_hex};
 pub use headers::{Headers, local_headers};
 pub(crate) use libclang::gcc_include_args;
@@ -46,7 +48,8 @@ pub use wheel::{Fetch, MAX_UNPACKED_BYTES, Pip, Wheel, unpack_wheel, verify_whee
 pub struct InputConfig {
     /// The pinned packages (`generator/inputs.lock`).
     pub lock: Lock,
-    /// The cache of downloaded and unpacked inputs (`<cache>/wheels/`, `<cache>/unpacked/`).
+    /// The cache of downloaded inputs (`<cache>/wheels/`) and the unpacked libclang
+    /// (`<cache>/libclang/`).
     pub cache: PathBuf,
     /// A libclang that overrides the pinned one (the user's `LIBCLANG_PATH`), or `None`.
     pub libclang_path: Option<PathBuf>,
@@ -79,6 +82,18 @@ impl Inputs {
         ctk: Ctk,
         cuda_home: Option<&Path>,
     ) -> Result<Self, InputError> {
+        Inputs::gather_with(config, ctk, cuda_home, None)
+    }
+
+    /// [`Inputs::gather`], with the libclang that an earlier target of the same run gathered
+    /// when there is one: clang-sys loads one library per process, so once that one is checked
+    /// (and loaded) a second check of its 61 MB could not change what bindgen runs.
+    pub fn gather_with(
+        config: &InputConfig,
+        ctk: Ctk,
+        cuda_home: Option<&Path>,
+        gathered: Option<&Libclang>,
+    ) -> Result<Self, InputError> {
         let headers = match cuda_home {
             Some(dir) => local_headers(ctk, dir)?,
             None => pinned_headers(config, ctk)?,
@@ -89,7 +104,10 @@ impl Inputs {
             runtime_history,
             driver_history,
             history_source,
-            libclang: libclang(config)?,
+            libclang: match gathered {
+                Some(libclang) => libclang.clone(),
+                None => libclang(config)?,
+            },
         })
     }
 
@@ -151,15 +169,14 @@ pub fn histories(
     ))
 }
 
-/// One pinned wheel and the part of it generation reads.
+/// One pinned header wheel and the part of it generation reads.
 #[derive(Clone, Debug)]
 struct Pin {
     /// `name==version`, as in the lock.
     spec: String,
-    /// The folder (or single file) of the wheel to unpack.
+    /// The folder of the wheel to unpack.
     keep: &'static str,
-    /// The folder, relative to the unpacked root, that generation uses (an include folder, or the
-    /// folder holding `libclang.so`).
+    /// The include folder, relative to the unpacked root, that generation uses.
     dir: &'static str,
 }
 
@@ -215,14 +232,6 @@ fn header_pins(lock: &Lock, ctk: Ctk) -> Result<[Pin; 2], InputError> {
 /// The pinned libclang wheel.
 pub(crate) const LIBCLANG_SPEC: &str = "libclang==18.1.1";
 
-fn libclang_pin() -> Pin {
-    Pin {
-        spec: LIBCLANG_SPEC.to_owned(),
-        keep: "libclang-18.1.1.data/platlib/clang/native/libclang.so",
-        dir: "libclang-18.1.1.data/platlib/clang/native",
-    }
-}
-
 /// Obtains pinned wheels: looks each up in a [`Lock`], reuses a cached copy whose hash matches,
 /// fetches it otherwise, and unpacks the part generation reads.
 pub struct Fetcher {
@@ -241,14 +250,22 @@ impl Fetcher {
         Fetcher::new(config.lock.clone(), Box::new(Pip::default()))
     }
 
-    /// The pinned headers of `ctk`, fetched into and unpacked under `cache`, and checked.
+    /// The pinned headers of `ctk`, from its wheels fetched into (or found in) `cache`, unpacked
+    /// into a temporary folder of the returned value (one subfolder per wheel), and checked.
     pub fn headers(&self, ctk: Ctk, cache: &Path) -> Result<Headers, InputError> {
+        let folder = tempfile::Builder::new()
+            .prefix("hostcb-headers-")
+            .tempdir()
+            .map_err(InputError::io(std::env::temp_dir()))?;
         let mut include_dirs = Vec::new();
         let mut source = Vec::new();
         for pin in header_pins(&self.lock, ctk)? {
-            let (tree, prov) = self.unpacked(&pin, cache)?;
-            include_dirs.push(tree.root().join(pin.dir));
-            source.push(prov);
+            let (mut wheel, entry) = self.wheel(&pin.spec, cache)?;
+            let root = folder.path().join(&entry.name);
+            std::fs::create_dir(&root).map_err(InputError::io(&root))?;
+            wheel.unpack(pin.keep, &root)?;
+            include_dirs.push(root.join(pin.dir));
+            source.push(entry.provenance());
         }
         let specs = source
             .iter()
@@ -257,94 +274,47 @@ impl Fetcher {
             .join(", ");
         let mut headers = headers::check(ctk, include_dirs, &headers::Origin::Pinned(specs))?;
         headers.source = source;
+        headers.folder = Some(std::sync::Arc::new(folder));
         Ok(headers)
     }
 
-    /// The pinned libclang, fetched into and unpacked under `cache`, with the clang arguments it
-    /// needs. `LIBCLANG_PATH` is not consulted here (see [`libclang`]).
+    /// The pinned libclang, its wheel fetched into (or found in) `cache` and its library kept
+    /// there unpacked (see `inputs/libclang.rs`), with the clang arguments it needs.
+    /// `LIBCLANG_PATH` is not consulted here (see [`libclang`]).
     pub fn libclang(&self, cache: &Path) -> Result<Libclang, InputError> {
-        let pin = libclang_pin();
-        let (tree, source) = self.unpacked_libclang(&pin, cache)?;
-        // The library's hash as just checked against the wheel (no second read of its 61 MB).
-        let sha256 = tree
-            .files()
-            .iter()
-            .find(|r| r.path == pin.keep)
-            .map(|r| r.sha256.clone())
-            .ok_or_else(|| InputError::NothingToUnpack {
-                wheel: cache.join("wheels").join(&source.file),
-                prefix: pin.keep.to_owned(),
-            })?;
-        let source = Provenance {
-            sha256,
-            file: format!("{}:{}", source.file, pin.keep),
-            ..source
-        };
-        Ok(Libclang {
-            library: tree.root().join(pin.keep),
-            version: LIBCLANG_VERSION.to_owned(),
-            clang_args: libclang::gcc_include_args()?,
-            source,
-            warning: None,
-        })
-    }
-
-    /// [`Fetcher::unpacked`] for libclang, once per process and tree: clang-sys loads the library
-    /// once per process, so after the first generation has loaded the checked library a later check
-    /// of its 61 MB could not change what bindgen runs.
-    fn unpacked_libclang(
-        &self,
-        pin: &Pin,
-        cache: &Path,
-    ) -> Result<(unpacked::Tree, Provenance), InputError> {
-        type Checked = (unpacked::Tree, Provenance);
-        static CHECKED: std::sync::Mutex<Vec<Checked>> = std::sync::Mutex::new(Vec::new());
-        let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = self.lock.get(&pin.spec)?;
-        let root = cache.join("unpacked").join(entry.unpack_key(pin.keep));
-        if let Some(done) = checked
-            .iter()
-            .find(|(t, p)| t.root() == root && *p == entry.provenance())
-        {
-            return Ok(done.clone());
-        }
-        let done = self.unpacked(pin, cache).map_err(|e| match e {
+        let (mut wheel, entry) = self.wheel(LIBCLANG_SPEC, cache).map_err(|e| match e {
             InputError::Download { detail, .. } => InputError::NoLibclang {
-                spec: pin.spec.clone(),
+                spec: LIBCLANG_SPEC.to_owned(),
                 detail,
             },
             other => other,
         })?;
-        checked.push(done.clone());
-        Ok(done)
+        let (library, sha256) = libclang::cached_library(&mut wheel, &cache.join("libclang"))?;
+        Ok(Libclang {
+            library,
+            version: LIBCLANG_VERSION.to_owned(),
+            clang_args: libclang::gcc_include_args()?,
+            source: Provenance {
+                sha256,
+                file: format!("{}:{}", entry.file, libclang::LIBCLANG_IN_WHEEL),
+                ..entry.provenance()
+            },
+            warning: None,
+        })
     }
 
     /// The wheel of `spec` under `<cache>/wheels/`, opened and hash-checked, fetched if absent or
     /// stale.
     pub fn wheel(&self, spec: &str, cache: &Path) -> Result<(Wheel, &LockEntry), InputError> {
-        join_cache(cache)?;
         let entry = self.lock.get(spec)?;
         let wheel = wheel::ensure(entry, &*self.fetch, &cache.join("wheels"))?;
         Ok((wheel, entry))
     }
-
-    /// The tree of `pin.keep` of the pinned wheel under `<cache>/unpacked/<key>/`, made once and
-    /// checked against the wheel on every call before anything reads it (see `inputs/unpacked.rs`),
-    /// and the wheel's provenance.
-    fn unpacked(
-        &self,
-        pin: &Pin,
-        cache: &Path,
-    ) -> Result<(unpacked::Tree, Provenance), InputError> {
-        let (mut wheel, entry) = self.wheel(&pin.spec, cache)?;
-        let root = cache.join("unpacked").join(entry.unpack_key(pin.keep));
-        let tree = unpacked::Tree::ensure(&mut wheel, pin.keep, root)?;
-        Ok((tree, entry.provenance()))
-    }
 }
 
-/// The pinned headers of `ctk`: fetched with pip (or reused) under the cache of `config`, checked
-/// against its lock, unpacked and verified.
+/// The pinned headers of `ctk`: their wheels fetched with pip (or reused) under the cache of
+/// `config` and checked against its lock, the headers unpacked into a temporary folder and
+/// checked.
 pub fn pinned_headers(config: &InputConfig, ctk: Ctk) -> Result<Headers, InputError> {
     Fetcher::pinned(config).headers(ctk, &config.cache)
 }
@@ -402,7 +372,9 @@ mod tests {
             assert_eq!(crt_keep, format!("{crt_dir}/crt"));
         }
         assert!(layout(Ctk::new(14, 0)).is_err());
-        let pin = libclang_pin();
-        assert!(pin.keep.starts_with(pin.dir));
+        assert!(
+            libclang::LIBCLANG_IN_WHEEL
+                .starts_with(&format!("{}.data/", LIBCLANG_SPEC.replace("==", "-")))
+        );
     }
 }

@@ -294,17 +294,24 @@ pub fn generate_crate_with(
         }
     }
     // Every job's inputs are gathered here first, one after the other in job order (downloads,
-    // unpacking and their errors come as a serial run gives them), and libclang is loaded on this
-    // thread before any worker starts: loading it names the file through the process environment
-    // for a moment, which must not happen while a worker's clang reads its environment. The
-    // workers then find it loaded.
-    let mut inputs = Vec::with_capacity(jobs.len());
+    // unpacking and their errors come as a serial run gives them; libclang is checked with the
+    // first job's and taken from it by the others), and libclang is loaded on this thread before
+    // any worker starts: loading it names the file through the process environment for a moment,
+    // which must not happen while a worker's clang reads its environment. The workers then find
+    // it loaded.
+    let mut inputs: Vec<Inputs> = Vec::with_capacity(jobs.len());
     for job in &jobs {
         let (ctk, cuda_home) = match *job {
             Job::Generate(ctk) => (ctk, opts.cuda_home.as_deref()),
             Job::Summarise(ctk) => (ctk, None),
         };
-        inputs.push(Inputs::gather(&config.inputs, ctk, cuda_home)?);
+        let gathered = inputs.first().map(|first| first.libclang.clone());
+        inputs.push(Inputs::gather_with(
+            &config.inputs,
+            ctk,
+            cuda_home,
+            gathered.as_ref(),
+        )?);
     }
     if let Some(first) = inputs.first() {
         first.libclang.activate()?;

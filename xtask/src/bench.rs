@@ -261,10 +261,12 @@ struct Parse {
     headers: HeaderSet,
     api: Api,
     list: DenyList,
+    /// The inputs the headers were unpacked for, which keep their folder until the parse is done.
+    _inputs: Inputs,
 }
 
-/// Gathers each target's inputs (cached by the warm-up) and builds the header sets the way
-/// `pipeline::generate_from` does.
+/// Gathers each target's inputs (their wheels cached by the warm-up) and builds the header sets
+/// the way `pipeline::generate_from` does.
 fn floor_inputs(ws: &Config) -> anyhow::Result<Vec<Parse>> {
     let mut parses = Vec::new();
     for &ctk in &ws.targets {
@@ -283,6 +285,7 @@ fn floor_inputs(ws: &Config) -> anyhow::Result<Vec<Parse>> {
                 headers: headers.clone(),
                 api,
                 list: list.clone(),
+                _inputs: inputs.clone(),
             });
         }
     }

@@ -4,7 +4,7 @@
 //! pin is the root of trust: what it pins is trusted by hash afterwards. So before the lock
 //! changes, each chosen wheel is opened and checked as regen checks a wheel (unique, safe entry
 //! names, a RECORD that lists every file once with its true size, the decompressed-size cap), its
-//! headers are unpacked into a scratch cache and checked (each file's size and SHA-256 against
+//! headers are unpacked as regen unpacks them and checked (each file's size and SHA-256 against
 //! RECORD; `cuda.h` must say `CUDA_VERSION` X.Y), and a version the lock already holds must come
 //! with the bytes the lock holds for it (else the run is refused naming both hashes, unless
 //! `--repin`). Local versions (`+local`) are skipped with a line saying so; pip already passes over
@@ -20,7 +20,8 @@ use anyhow::{Context, anyhow, bail};
 use hostcb_generator::Ctk;
 use hostcb_generator::config::Config;
 use hostcb_generator::inputs::{
-    self, Fetch, Fetcher, InputError, LOCK_PATH, Lock, LockEntry, PIN_PREFIX, Pip, TargetPin, Wheel,
+    self, Fetch, Fetcher, InputError, LOCK_PATH, Lock, LockEntry, PIN_PREFIX, Pip, TargetPin,
+    Temporary, Wheel,
 };
 
 /// The prefix of the lock's temporary copy in `generator/` (deleted by the next pin if one was
@@ -34,19 +35,12 @@ pub fn run(ws: &Config, ctk: &str, repin: bool) -> anyhow::Result<()> {
     let ctk: Ctk = ctk.parse()?;
     let started = Instant::now();
     let (headers_package, crt_package) = inputs::header_packages(ctk)?;
-    let cache = ws.cache().to_path_buf();
-    let wheels_dir = cache.join("wheels");
-    std::fs::create_dir_all(&wheels_dir)
-        .with_context(|| format!("cannot create {}", wheels_dir.display()))?;
-    // Joining the cache deletes what killed pins and regens left there.
-    inputs::join_cache(&cache)?;
+    let wheels_dir = ws.cache().join("wheels");
     let lock_path = ws.root.join(LOCK_PATH);
     let _checkout = lock_checkout(&lock_path)?;
     let lock = Lock::load(&lock_path)?;
-    let scratch = tempfile::Builder::new()
-        .prefix(PIN_PREFIX)
-        .tempdir_in(&wheels_dir)
-        .with_context(|| format!("cannot create a folder in {}", wheels_dir.display()))?;
+    // Making it deletes the folders that killed pins left there.
+    let scratch = Temporary::new(&wheels_dir, PIN_PREFIX)?;
     let downloads = scratch.path().join("downloads");
     let headers = newest(ctk, headers_package, scratch.path(), &downloads)?;
     let crt = newest(ctk, crt_package, scratch.path(), &downloads)?;
@@ -82,8 +76,8 @@ pub fn run(ws: &Config, ctk: &str, repin: bool) -> anyhow::Result<()> {
             .iter()
             .all(|n| lock.get(&n.spec()).is_ok_and(|o| o == *n));
     let new = lock.with_target(pin, [headers.clone(), crt.clone()]);
-    // Unpack and check the headers through the same path regen takes, in a scratch cache, before
-    // the lock or the real cache changes.
+    // Unpack and check the headers through the same path regen takes, from a scratch cache,
+    // before the lock or the real cache changes.
     let fetcher = Fetcher::new(new.clone(), Box::new(Downloaded(downloads.clone())));
     fetcher
         .headers(ctk, &scratch.path().join("cache"))

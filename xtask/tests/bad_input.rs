@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::fixture::{
-    changed, copy_wheels, crate_folder, files_under, libclang_library, mkfifo, one_error,
-    output_within, sha256_hex, succeeds, target_specs, the_one_error, workspace, workspace_copy,
-    xtask,
+    changed, copy_wheels, crate_folder, files_under, libclang_library, listed_specs, mkfifo,
+    one_error, output_within, sha256_hex, succeeds, target_specs, the_one_error, workspace,
+    workspace_copy, xtask,
 };
 
 // ---- The xtask in this checkout, one thing made wrong.
@@ -438,64 +438,49 @@ fn copy_13_0_wheels(dir: &Path) {
     }
 }
 
-/// A tampered unpacked header is caught before bindgen reads it: the tree is unpacked again from
-/// the hash-checked wheel (one warning line naming the file), so `check` still matches the
-/// committed files, and editing the manifest to match the edit is caught too.
+/// A tampered cached libclang is caught before it is loaded: it is unpacked again from the
+/// hash-checked wheel (one warning line naming the library and what is wrong with it), so `check`
+/// still matches the committed files; a changed byte and a changed size are both caught, and a
+/// header wheel of other bytes is fetched again (pip pointed at a folder of the real wheels).
 #[test]
-fn a_tampered_unpacked_header_is_unpacked_again_not_sealed() {
+fn a_tampered_cached_libclang_is_unpacked_again_not_loaded() {
     let cache = tempfile::tempdir().unwrap();
-    copy_13_0_wheels(&cache.path().join("wheels"));
+    let index = tempfile::tempdir().unwrap();
+    copy_wheels(&listed_specs(), index.path());
+    copy_wheels(&listed_specs(), &cache.path().join("wheels"));
     let check = || {
         succeeds(
             xtask(&workspace(), &["check", "--ctk", "13.0"])
-                .env("HOSTCB_INPUTS_CACHE", cache.path()),
+                .env("HOSTCB_INPUTS_CACHE", cache.path())
+                .env("PIP_NO_INDEX", "1")
+                .env("PIP_FIND_LINKS", index.path()),
         )
     };
     check();
-    let root = std::fs::read_dir(cache.path().join("unpacked"))
+    let folders: Vec<PathBuf> = std::fs::read_dir(cache.path().join("libclang"))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("nvidia-cuda-runtime-13.0.96-")
-        })
-        .unwrap();
-    let typedefs = root.join("nvidia/cu13/include/cudaTypedefs.h");
-    let original = std::fs::read_to_string(&typedefs).unwrap();
-    let tampered = original.replace(
-        "PFN_cuLaunchHostFunc_v10000;",
-        "PFN_cuLaunchHostFunc_v13010;",
+        .collect();
+    let [folder] = &folders[..] else {
+        panic!("not one libclang folder: {folders:?}");
+    };
+    let library = folder.join("libclang.so");
+    let original = std::fs::read(&library).unwrap();
+    // Named by its own SHA-256.
+    assert_eq!(
+        folder.file_name().unwrap().to_string_lossy(),
+        sha256_hex(&original)
     );
-    let tampered = tampered.replace(
-        "*PFN_cuLaunchHostFunc_v10000)",
-        "*PFN_cuLaunchHostFunc_v13010)",
-    );
-    assert_ne!(tampered, original);
-
-    for with_manifest in [false, true] {
-        std::fs::write(&typedefs, &tampered).unwrap();
-        if with_manifest {
-            let manifest = root.join(".hostcb-manifest");
-            let hex = sha256_hex(tampered.as_bytes());
-            let text = std::fs::read_to_string(&manifest).unwrap();
-            let edited: String = text
-                .lines()
-                .map(|l| {
-                    if l.ends_with(" nvidia/cu13/include/cudaTypedefs.h") {
-                        format!(
-                            "{hex} {} nvidia/cu13/include/cudaTypedefs.h\n",
-                            tampered.len()
-                        )
-                    } else {
-                        format!("{l}\n")
-                    }
-                })
-                .collect();
-            assert_ne!(edited, text);
-            std::fs::write(&manifest, edited).unwrap();
-        }
+    let mut flipped = original.clone();
+    flipped[original.len() / 2] ^= 1;
+    for (tampered, says) in [
+        (flipped, "differs from the wheel's entry"),
+        (
+            original[..4096].to_vec(),
+            "bytes where the wheel's entry has",
+        ),
+    ] {
+        std::fs::write(&library, &tampered).unwrap();
         let stderr = check();
         let warnings: Vec<&str> = stderr
             .lines()
@@ -503,26 +488,43 @@ fn a_tampered_unpacked_header_is_unpacked_again_not_sealed() {
             .collect();
         assert_eq!(warnings.len(), 1, "{stderr}");
         assert!(
-            warnings[0].contains("nvidia/cu13/include/cudaTypedefs.h")
-                && warnings[0].contains("unpacking it again from nvidia_cuda_runtime-13.0.96-"),
+            warnings[0].starts_with(&format!("warning: {}: ", library.display()))
+                && warnings[0].contains(says)
+                && warnings[0].contains("unpacking it again from libclang-18.1.1-"),
             "{stderr}"
         );
         assert!(
             stderr.contains("check: 8 generated files match"),
             "{stderr}"
         );
-        assert_eq!(std::fs::read_to_string(&typedefs).unwrap(), original);
+        assert!(std::fs::read(&library).unwrap() == original);
     }
+    // A cached header wheel of other bytes is fetched again (from the folder pip is pointed at).
+    let runtime = cache.path().join("wheels").join(WHEELS_13_0[0]);
+    let good = std::fs::read(&runtime).unwrap();
+    std::fs::write(&runtime, b"not the pinned wheel").unwrap();
+    let stderr = check();
+    assert!(
+        stderr.contains(&format!(
+            "downloading nvidia-cuda-runtime==13.0.96 ({})",
+            WHEELS_13_0[0]
+        )),
+        "{stderr}"
+    );
+    assert!(std::fs::read(&runtime).unwrap() == good);
     // Intact now: a further run says nothing about the inputs.
     let stderr = check();
     assert!(
-        !stderr.contains("warning:") && !stderr.contains("unpacking"),
+        !stderr.contains("warning:")
+            && !stderr.contains("unpacking")
+            && !stderr.contains("download"),
         "{stderr}"
     );
 }
 
 /// A first run against an empty cache says what it downloads (name==version, size, where it is
-/// cached) and unpacks, one line each; a second run, everything cached and intact, says nothing.
+/// cached) and that it unpacks the libclang into the cache, one line each; a second run,
+/// everything cached and intact, says nothing.
 /// pip runs for real, pointed at a folder of the real wheels instead of PyPI.
 #[test]
 fn a_first_run_reports_each_download_and_a_second_run_is_quiet() {
@@ -567,10 +569,15 @@ fn a_first_run_reports_each_download_and_a_second_run_is_quiet() {
             at.is_some() && then > at,
             "{starting} / {done} in:\n{first}"
         );
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.starts_with("unpacking ") && l.contains(&format!(" of {file} into "))),
+        // The libclang is unpacked into the cache, once; the headers into a folder of the run,
+        // silently.
+        let unpacked = lines
+            .iter()
+            .filter(|l| l.starts_with("unpacking ") && l.contains(&format!(" of {file} into ")))
+            .count();
+        assert_eq!(
+            unpacked,
+            usize::from(spec.starts_with("libclang==")),
             "{first}"
         );
     }
@@ -1246,7 +1253,7 @@ fn a_full_disk_is_named_as_such() {
     let cache = tempfile::tempdir().unwrap();
     let cache_arg = cache.path().to_str().unwrap();
     let out = crate_folder();
-    // The header wheels and their trees (about 10 MB) fit in 16 MB, libclang's 24 MB does not.
+    // The header wheels (about 2.4 MB) fit in 16 MB, libclang's 24 MB wheel does not.
     let Some(regen) = on_a_small_disk(
         cache.path(),
         "16m",

@@ -1,68 +1,59 @@
 //! Two `regen`s and a `check` at once on one checkout (a copy of this one's data) and one input
-//! cache (what two CI jobs or two checkouts sharing `$HOSTCB_INPUTS_CACHE` do), 20 rounds: every
-//! run succeeds and none prints a warning about a tree another process is unpacking; a tree that
-//! really was tampered with is reported once, by the process that unpacks it again, not by the
-//! others.
+//! cache that starts empty (what two CI jobs or two checkouts sharing `$HOSTCB_INPUTS_CACHE` do):
+//! every run succeeds, and the cache ends whole, with no temporary left behind.
 //!
-//! Slow: about 2–4 minutes on a 2-core machine (each round runs three generations of the
-//! committed targets at once). The wheels come from the tests' fixture (`fixture/mod.rs`).
+//! The processes share only what they write into the cache: the wheels they download (pip
+//! pointed at a folder of the real wheels, no network), the libclang they unpack and the
+//! summaries they cache. Each writes into a temporary of its own and renames the whole result
+//! into place, with no lock, so three rounds cover every way they meet: all three downloading
+//! every wheel and unpacking the libclang into the empty cache; all three unpacking the libclang
+//! again once it is deleted; and all three finding it tampered with, where each process that
+//! saw it so says so in one warning and the cache ends with the library the wheel states. The
+//! headers are unpacked on every run into a folder of the process's own, so nothing of them is
+//! shared to race on, and more rounds would repeat these.
+//!
+//! About 35 s on a 2-core machine (`cargo test -p xtask --test xtask -- cache_race::`; the first
+//! round runs three generations that read every listed target's headers). The wheels come from
+//! the tests' fixture (`fixture/mod.rs`).
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 
-use crate::fixture::{copy_wheels, target_specs, workspace, workspace_copy, xtask};
+use crate::fixture::{copy_wheels, listed_specs, lock, sha256_hex, workspace_copy, xtask};
 
-/// The unpacked trees of the cache (folders under `unpacked/` that are not temporaries).
-fn trees(cache: &Path) -> Vec<PathBuf> {
-    let mut trees: Vec<PathBuf> = std::fs::read_dir(cache.join("unpacked"))
+/// The cached libclang libraries (`<cache>/libclang/<sha256>/libclang.so`).
+fn libraries(cache: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(cache.join("libclang"))
         .map(|d| {
-            d.map(|e| e.unwrap().path())
-                .filter(|p| {
-                    p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.')
-                })
+            d.map(|e| e.unwrap().path().join("libclang.so"))
+                .filter(|p| p.is_file())
                 .collect()
         })
         .unwrap_or_default();
-    trees.sort();
-    trees
+    found.sort();
+    found
 }
 
-/// The first regular file of a header tree (not libclang's 61 MB, which a process loads once).
-fn a_header(tree: &Path) -> Option<PathBuf> {
-    fn walk(dir: &Path) -> Option<PathBuf> {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .ok()?
-            .map(|e| e.unwrap().path())
-            .collect();
-        entries.sort();
-        for p in entries {
-            if p.is_dir() {
-                if let Some(found) = walk(&p) {
-                    return Some(found);
-                }
-            } else if p.extension().is_some_and(|x| x == "h") {
-                return Some(p);
-            }
-        }
-        None
-    }
-    walk(tree)
+/// The temporaries left in the cache's folders: names starting with a dot.
+fn temporaries(cache: &Path) -> Vec<String> {
+    ["wheels", "libclang"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(cache.join(dir)).into_iter().flatten())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
 }
 
 #[test]
 fn two_regens_and_a_check_share_one_cache() {
     let cache = tempfile::tempdir().unwrap();
-    let wheels = cache.path().join("wheels");
-    std::fs::create_dir_all(&wheels).unwrap();
-    // The wheels of the listed targets (and libclang), from the tests' fixture.
-    let specs: Vec<String> = hostcb_generator::config::Config::listed_targets(&workspace())
-        .unwrap()
-        .into_iter()
-        .flat_map(target_specs)
-        .collect();
-    copy_wheels(&specs, &wheels);
+    // A package index of the wheels that generating the listed targets reads, from the tests'
+    // fixture: pip downloads from it, as from PyPI.
+    let index = tempfile::tempdir().unwrap();
+    let specs = listed_specs();
+    copy_wheels(&specs, index.path());
     let checkout = workspace_copy();
-    let run_all = || {
+    let run_all = || -> Vec<Output> {
         let children: Vec<_> = [
             &["regen", "--ctk", "13.0"][..],
             &["regen", "--ctk", "13.0"][..],
@@ -72,6 +63,8 @@ fn two_regens_and_a_check_share_one_cache() {
         .map(|args| {
             xtask(checkout.path(), args)
                 .env("HOSTCB_INPUTS_CACHE", cache.path())
+                .env("PIP_NO_INDEX", "1")
+                .env("PIP_FIND_LINKS", index.path())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -81,43 +74,33 @@ fn two_regens_and_a_check_share_one_cache() {
         children
             .into_iter()
             .map(|c| c.wait_with_output().unwrap())
-            .collect::<Vec<_>>()
+            .collect()
     };
-    // A first run fills the cache.
-    for out in run_all() {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
     let mut failures = Vec::new();
-    for round in 0..20 {
-        // Even rounds: every tree is gone, so all three unpack at once. Odd rounds: one header of
-        // every header tree is edited, so one process must unpack each again while the others
-        // check and read it.
-        let tampered = if round % 2 == 0 {
-            std::fs::remove_dir_all(cache.path().join("unpacked")).unwrap();
-            0
-        } else {
-            let mut n = 0;
-            for tree in trees(cache.path()) {
-                if let Some(h) = a_header(&tree) {
-                    let mut text = std::fs::read(&h).unwrap();
-                    text.extend_from_slice(b"\n#define TAMPERED 1\n");
-                    std::fs::write(&h, text).unwrap();
-                    n += 1;
-                }
+    let mut library = None;
+    for round in [
+        "an empty cache",
+        "the libclang deleted",
+        "the libclang tampered with",
+    ] {
+        match round {
+            "the libclang deleted" => {
+                std::fs::remove_dir_all(cache.path().join("libclang")).unwrap();
             }
-            assert!(n > 0, "round {round}: no tree to tamper with");
-            n
-        };
+            "the libclang tampered with" => {
+                let (path, bytes): &(PathBuf, Vec<u8>) = library.as_ref().unwrap();
+                let mut tampered = bytes.clone();
+                tampered[bytes.len() / 2] ^= 1;
+                std::fs::write(path, tampered).unwrap();
+            }
+            _ => {}
+        }
         let mut warnings = Vec::new();
         for out in run_all() {
             let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
             if !out.status.success() {
                 let error = stderr.lines().find(|l| l.starts_with("error:"));
-                failures.push(format!("round {round}: a run failed: {error:?}"));
+                failures.push(format!("{round}: a run failed: {error:?}"));
             }
             warnings.extend(
                 stderr
@@ -126,32 +109,54 @@ fn two_regens_and_a_check_share_one_cache() {
                     .map(str::to_owned),
             );
         }
-        // A tampered tree is reported by the one process that unpacks it again; any other
-        // warning is about a tree another process was writing.
-        if warnings.len() != tampered
+        // Only a tampered library is reported, by each process that found it so (at least the
+        // first to look); no process reports another's work in progress.
+        let expected = if round == "the libclang tampered with" {
+            1..=3
+        } else {
+            0..=0
+        };
+        if !expected.contains(&warnings.len())
             || !warnings
                 .iter()
-                .all(|w| w.contains("bytes where the wheel's entry has"))
+                .all(|w| w.contains("differs from the wheel's entry"))
         {
             failures.push(format!(
-                "round {round}: {} warnings for {tampered} tampered trees:\n{}",
+                "{round}: {} warnings:\n{}",
                 warnings.len(),
                 warnings.join("\n")
             ));
         }
+        // One library, named by its own SHA-256, and nothing half-written.
+        match &libraries(cache.path())[..] {
+            [path] => {
+                let bytes = std::fs::read(path).unwrap();
+                let named = path.parent().unwrap().file_name().unwrap();
+                if named.to_string_lossy() != sha256_hex(&bytes) {
+                    failures.push(format!("{round}: {} is not its SHA-256", path.display()));
+                }
+                library.get_or_insert((path.clone(), bytes));
+            }
+            other => failures.push(format!("{round}: libraries {other:?}")),
+        }
+        let left = temporaries(cache.path());
+        if !left.is_empty() {
+            failures.push(format!("{round}: temporaries left: {left:?}"));
+        }
     }
-    // Every round runs; the failure lists each round that went wrong.
     assert!(
         failures.is_empty(),
-        "{} of 20 rounds went wrong:\n{}",
+        "{} failures:\n{}",
         failures.len(),
         failures.join("\n")
     );
-    // No temporaries are left behind.
-    let leftovers: Vec<_> = std::fs::read_dir(cache.path().join("unpacked"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".unpack-") || n.starts_with(".stale-"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // Every wheel was downloaded whole, once per name.
+    for spec in &specs {
+        let file = lock().get(spec).unwrap().file.clone();
+        assert!(
+            std::fs::read(cache.path().join("wheels").join(&file)).unwrap()
+                == std::fs::read(index.path().join(&file)).unwrap(),
+            "{file}"
+        );
+    }
 }

@@ -192,19 +192,6 @@ pub enum InputError {
         /// What differs.
         detail: String,
     },
-    /// An unpacked tree still fails its check after being unpacked again.
-    #[error(
-        "{}: {problem}, even after unpacking it again from {wheel}; delete that folder and retry (the next run unpacks it from the hash-checked wheel)",
-        root.display()
-    )]
-    Unpacked {
-        /// The unpacked tree.
-        root: PathBuf,
-        /// The wheel file name.
-        wheel: String,
-        /// The first file that is wrong, and how.
-        problem: String,
-    },
     /// An input that must be read is not a regular file (a FIFO would block the reader).
     #[error("{} is {kind}, not a regular file; {hint}", path.display())]
     NotRegular {

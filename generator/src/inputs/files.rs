@@ -1,11 +1,10 @@
 //! Files of the inputs: opening them safely (only regular files are opened, a link is followed
 //! to one, and the open itself never blocks, so a FIFO where a header should be is an error
-//! instead of a hang), hashing them, progress lines, and the input cache's locks and temporaries.
+//! instead of a hang), hashing them, progress lines, and the input cache's temporary folders.
 
 use std::fs;
 use std::io::{self, Read};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
@@ -20,88 +19,78 @@ pub(crate) fn report(line: &str) {
 pub(crate) const DOWNLOAD_PREFIX: &str = ".download-";
 /// The prefix of `cargo xtask pin`'s temporary folder in `<cache>/wheels/`.
 pub const PIN_PREFIX: &str = ".pin-";
-/// The prefix of a tree being unpacked, or of an old tree being deleted, in `<cache>/unpacked/`.
+/// The prefix of the temporary folder in `<cache>/libclang/` that the library is written into.
 pub(crate) const UNPACK_PREFIX: &str = ".unpack-";
 
-/// The temporaries a process makes in the cache, by folder; a killed process leaves them behind.
-const TEMPORARIES: [(&str, &[&str]); 2] = [
-    ("wheels", &[DOWNLOAD_PREFIX, PIN_PREFIX]),
-    // `.stale-` was the old-tree folder of earlier versions.
-    ("unpacked", &[UNPACK_PREFIX, ".stale-"]),
-];
-
-/// Opens (creating it if needed) the lock file at `path`.
-pub(crate) fn lock_file(path: &Path) -> Result<fs::File, InputError> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(InputError::io(dir))?;
-    }
-    fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(InputError::io(path))
+/// A temporary folder of this process in the input cache (a download, pin's scratch, libclang
+/// being written), beside the place its result is renamed into: named `<prefix><random>` and
+/// locked (an exclusive `flock` on the folder itself) for as long as it lives, then deleted.
+///
+/// Processes share the cache without a lock of their own: each writes into a folder of its own
+/// and renames the finished file into place. A process that is killed leaves its folder behind,
+/// unlocked, since the system releases a dead process's locks: making a temporary deletes every
+/// folder of its prefix beside it that it can lock, and only those, so the work of a process
+/// still running is never touched.
+#[derive(Debug)]
+pub struct Temporary {
+    dir: tempfile::TempDir,
+    _lock: fs::File,
 }
 
-/// Joins the input cache at `cache` for the rest of this process: a shared lock on
-/// `<cache>/.lock`, held until the process ends, marks it as in use. The first process to join a
-/// cache no one else uses (its exclusive lock succeeds) first deletes the temporaries that killed
-/// processes left (`.download-*` and `.pin-*` in `wheels/`, `.unpack-*` in `unpacked/`); while any other process holds the cache, temporaries are
-/// left alone, since they may be that process's work in progress. Cheap after the first call.
-pub fn join_cache(cache: &Path) -> Result<(), InputError> {
-    static JOINED: Mutex<Vec<(PathBuf, fs::File)>> = Mutex::new(Vec::new());
-    let mut joined = JOINED.lock().unwrap_or_else(|e| e.into_inner());
-    if joined.iter().any(|(c, _)| c == cache) {
-        return Ok(());
-    }
-    let path = cache.join(".lock");
-    let file = match lock_file(&path) {
-        Ok(file) => file,
-        // A cache this process may only read: nothing here can write to it, so there is nothing
-        // to hold apart or sweep.
-        Err(InputError::Io { source, .. })
-            if matches!(
-                source.kind(),
-                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
-            ) =>
-        {
-            return Ok(());
+impl Temporary {
+    /// A new temporary folder `<parent>/<prefix><random>` (`parent` is made if needed), after
+    /// deleting the folders of `prefix` that killed processes left in `parent`.
+    pub fn new(parent: &Path, prefix: &str) -> Result<Temporary, InputError> {
+        fs::create_dir_all(parent).map_err(InputError::io(parent))?;
+        sweep(parent, prefix);
+        loop {
+            let dir = tempfile::Builder::new()
+                .prefix(prefix)
+                .tempdir_in(parent)
+                .map_err(InputError::io(parent))?;
+            let lock = fs::File::open(dir.path()).map_err(InputError::io(dir.path()))?;
+            lock.lock().map_err(InputError::io(dir.path()))?;
+            // Another process's sweep may have locked and deleted the folder between its making
+            // and its locking here: then the lock is on a deleted folder, and a new one is made.
+            if fs::metadata(dir.path()).is_ok() {
+                return Ok(Temporary { dir, _lock: lock });
+            }
         }
-        Err(e) => return Err(e),
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Deletes what killed processes left in `parent` under `prefix`: every entry of that prefix
+/// that can be locked at once (best effort: one that cannot be deleted is left for a later run).
+fn sweep(parent: &Path, prefix: &str) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
     };
-    match file.try_lock() {
-        Ok(()) => {
-            sweep(cache);
-            // Downgrade to shared: other processes may join now.
-            file.lock_shared().map_err(InputError::io(&path))?;
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(prefix) {
+            continue;
         }
-        Err(fs::TryLockError::WouldBlock) => file.lock_shared().map_err(InputError::io(&path))?,
-        Err(fs::TryLockError::Error(e)) => return Err(InputError::from_io(path, e)),
-    }
-    joined.push((cache.to_owned(), file));
-    Ok(())
-}
-
-/// Deletes the temporaries of killed processes (best effort: one that cannot be deleted is left
-/// for a later run).
-fn sweep(cache: &Path) {
-    for (dir, prefixes) in TEMPORARIES {
-        let Ok(entries) = fs::read_dir(cache.join(dir)) else {
+        let path = entry.path();
+        // Without blocking on a FIFO of that name.
+        let mut options = fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NONBLOCK);
+        }
+        let Ok(file) = options.open(&path) else {
             continue;
         };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if prefixes
-                .iter()
-                .any(|p| name.to_string_lossy().starts_with(p))
-            {
-                let path = entry.path();
-                let _ = match entry.file_type() {
-                    Ok(t) if t.is_dir() => fs::remove_dir_all(&path),
-                    _ => fs::remove_file(&path),
-                };
-            }
+        if file.try_lock().is_ok() {
+            let _ = match entry.file_type() {
+                Ok(t) if t.is_dir() => fs::remove_dir_all(&path),
+                _ => fs::remove_file(&path),
+            };
         }
     }
 }
@@ -197,4 +186,38 @@ pub fn sha256_file(path: &Path) -> Result<String, InputError> {
     sha256_reader(file)
         .map(|(digest, _)| digest)
         .map_err(InputError::io(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temporary_sweeps_only_what_no_process_holds() {
+        let parent = tempfile::tempdir().unwrap();
+        let held = Temporary::new(parent.path(), ".t-").unwrap();
+        fs::write(held.path().join("part"), "in progress").unwrap();
+        // What a killed process leaves: a folder and a file of the prefix, locked by no one.
+        let left = parent.path().join(".t-killed");
+        fs::create_dir_all(left.join("deep")).unwrap();
+        fs::write(left.join("deep/x.whl"), "partial").unwrap();
+        fs::write(parent.path().join(".t-file"), "partial").unwrap();
+        fs::write(parent.path().join("kept.whl"), "a result").unwrap();
+        let second = Temporary::new(parent.path(), ".t-").unwrap();
+        assert!(!left.exists() && !parent.path().join(".t-file").exists());
+        assert!(
+            held.path().join("part").is_file(),
+            "a held temporary was swept"
+        );
+        assert!(parent.path().join("kept.whl").is_file());
+        let (a, b) = (held.path().to_owned(), second.path().to_owned());
+        assert_ne!(a, b);
+        drop((held, second));
+        assert!(!a.exists() && !b.exists(), "a temporary outlived its value");
+        let names: Vec<_> = fs::read_dir(parent.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["kept.whl"]);
+    }
 }

@@ -2,7 +2,7 @@
 //! there, `crt/` is reachable, and `cuda.h` is of the target's version.
 
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 
@@ -29,6 +29,9 @@ pub struct Headers {
     pub cuda_version: u32,
     /// Where the headers came from: one line per wheel, or one per header of a local toolkit.
     pub source: Vec<Provenance>,
+    /// The temporary folder the pinned headers were unpacked into, deleted when the last clone
+    /// of this value goes; `None` for a local toolkit.
+    pub(crate) folder: Option<Arc<tempfile::TempDir>>,
 }
 
 /// The headers generation reads directly, and the one they include that lives in another package.
@@ -62,7 +65,7 @@ impl Origin<'_> {
 
     fn irregular_hint(&self) -> String {
         match self {
-            Origin::Pinned(_) => "delete that unpacked folder; the next run unpacks it again from the hash-checked wheel".to_owned(),
+            Origin::Pinned(_) => "it was unpacked from the hash-checked wheel into a temporary folder of this run and replaced since; run again".to_owned(),
             Origin::CudaHome(_) => "the generator reads only regular files (a FIFO would block clang); point --cuda-home at a toolkit whose headers are files".to_owned(),
         }
     }
@@ -153,6 +156,7 @@ pub(crate) fn check(
         typedefs_h,
         cuda_version: found,
         source: Vec::new(),
+        folder: None,
     })
 }
 

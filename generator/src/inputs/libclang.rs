@@ -1,16 +1,126 @@
-//! The libclang bindgen loads: a `LIBCLANG_PATH` override, and the clang arguments that stand in
-//! for the resource headers the pinned libclang lacks.
+//! The libclang bindgen loads: the pinned library, kept in the input cache; a `LIBCLANG_PATH`
+//! override; and the clang arguments that stand in for the resource headers the pinned libclang
+//! lacks.
+//!
+//! The pinned library is the one file of the inputs the cache keeps unpacked (61 MB; a target's
+//! headers are unpacked from their wheels on every run instead): at
+//! `<cache>/libclang/<sha256>/libclang.so`, named by the SHA-256 that the RECORD of the
+//! hash-checked wheel states for it. Every process hashes it before loading it and compares
+//! that with the RECORD; one that is missing or differs is unpacked again from the wheel (one
+//! progress line, or one warning naming what was wrong), into a [`Temporary`] beside it, each
+//! byte checked against the RECORD as it is written, and renamed into place. Processes that do
+//! this at once each rename a whole file of the same bytes, so none needs a lock and none ever
+//! sees a partial library. What the check cannot rule out is a file rewritten after it, before
+//! clang-sys loads it.
 
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use super::error::InputError;
-use super::files::sha256_file;
+use super::files::{Temporary, UNPACK_PREFIX, open_regular, report, sha256_file, sha256_reader};
 use super::lock::Provenance;
+use super::wheel::{FileRecord, Wheel};
 
 /// The version of the pinned libclang wheel.
 pub const LIBCLANG_VERSION: &str = "18.1.1";
+
+/// Where the pinned libclang wheel keeps the library.
+pub(crate) const LIBCLANG_IN_WHEEL: &str = "libclang-18.1.1.data/platlib/clang/native/libclang.so";
+
+/// What a cached library is, against what the wheel states.
+enum Found {
+    /// The file the wheel states.
+    Intact,
+    /// Nothing.
+    Absent,
+    /// Something else: what, and how.
+    Wrong(String),
+}
+
+/// The pinned library in the cache folder `dir`, checked (or unpacked again) as the module
+/// documentation says: its path and its SHA-256, as the RECORD of the hash-checked `wheel`
+/// states it.
+pub(crate) fn cached_library(
+    wheel: &mut Wheel,
+    dir: &Path,
+) -> Result<(PathBuf, String), InputError> {
+    let want = match &wheel.stated(LIBCLANG_IN_WHEEL)?[..] {
+        [one] if one.path == LIBCLANG_IN_WHEEL => one.clone(),
+        _ => {
+            return Err(InputError::NothingToUnpack {
+                wheel: wheel.path().to_owned(),
+                prefix: LIBCLANG_IN_WHEEL.to_owned(),
+            });
+        }
+    };
+    let library = dir.join(&want.sha256).join("libclang.so");
+    let file_name = wheel
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match found(&library, &want)? {
+        Found::Intact => return Ok((library, want.sha256)),
+        Found::Absent => report(&format!(
+            "unpacking {LIBCLANG_IN_WHEEL} of {file_name} into {}",
+            library.display()
+        )),
+        Found::Wrong(what) => report(&format!(
+            "warning: {}: {what}; unpacking it again from {file_name}, whose SHA-256 matches the lock",
+            library.display()
+        )),
+    }
+    let tmp = Temporary::new(dir, UNPACK_PREFIX)?;
+    wheel.unpack(LIBCLANG_IN_WHEEL, tmp.path())?;
+    let folder = library.parent().unwrap_or(dir);
+    fs::create_dir_all(folder).map_err(InputError::io(folder))?;
+    fs::rename(tmp.path().join(LIBCLANG_IN_WHEEL), &library).map_err(|e| {
+        if library.is_dir() {
+            InputError::NotRegular {
+                path: library.clone(),
+                kind: "a folder",
+                hint:
+                    "delete it; the next run writes the library there from the hash-checked wheel"
+                        .to_owned(),
+            }
+        } else {
+            InputError::from_io(library.clone(), e)
+        }
+    })?;
+    Ok((library, want.sha256))
+}
+
+/// Whether the file at `path` is the one `want` states.
+fn found(path: &Path, want: &FileRecord) -> Result<Found, InputError> {
+    let file = match open_regular(path, "") {
+        Ok(file) => file,
+        Err(InputError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return Ok(Found::Absent);
+        }
+        Err(InputError::NotRegular { kind, .. }) => {
+            return Ok(Found::Wrong(format!("it is {kind}, not a regular file")));
+        }
+        Err(e) => return Err(e),
+    };
+    let size = file.metadata().map_err(InputError::io(path))?.len();
+    if size != want.size {
+        return Ok(Found::Wrong(format!(
+            "it has {size} bytes where the wheel's entry has {}",
+            want.size
+        )));
+    }
+    let (sha256, _) = sha256_reader(file).map_err(InputError::io(path))?;
+    if sha256 != want.sha256 {
+        return Ok(Found::Wrong(format!(
+            "it differs from the wheel's entry (sha256 {sha256}, the wheel's {})",
+            want.sha256
+        )));
+    }
+    Ok(Found::Intact)
+}
 
 /// The libclang that bindgen loads, and what clang needs besides it.
 #[derive(Clone, Debug)]
@@ -140,7 +250,7 @@ fn name_version(name: &str) -> Vec<u32> {
 fn is_elf64(path: &Path) -> bool {
     use std::io::Read;
     let mut header = [0u8; 5];
-    super::files::open_regular(path, "")
+    open_regular(path, "")
         .ok()
         .is_some_and(|mut f| f.read_exact(&mut header).is_ok())
         && header == [0x7f, b'E', b'L', b'F', 2]

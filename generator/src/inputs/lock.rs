@@ -82,15 +82,6 @@ impl LockEntry {
             sha256: self.sha256.clone(),
         }
     }
-
-    /// The folder name under which the part `keep` of this wheel is unpacked: it changes when the
-    /// wheel, the kept part or the manifest format changes, so a stale tree is never reused (trees
-    /// unpacked before manifests existed are left alone, not read).
-    pub(crate) fn unpack_key(&self, keep: &str) -> String {
-        let digest =
-            super::files::sha256_hex(format!("{}\n{keep}\nmanifest-1", self.sha256).as_bytes());
-        format!("{}-{}-{}", self.name, self.version, &digest[..16])
-    }
 }
 
 impl Lock {
@@ -332,14 +323,5 @@ mod tests {
             let err = Lock::parse(&text).unwrap_err().to_string();
             assert!(err.contains(want), "{err} lacks {want}");
         }
-    }
-
-    #[test]
-    fn unpack_key_depends_on_hash_and_kept_part() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("inputs.lock");
-        let lock = Lock::load(&path).unwrap();
-        let e = lock.get("libclang==18.1.1").unwrap();
-        assert!(e.unpack_key("x").starts_with("libclang-18.1.1-"));
-        assert_ne!(e.unpack_key("x"), e.unpack_key("y"));
     }
 }

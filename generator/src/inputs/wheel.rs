@@ -15,7 +15,9 @@ use std::process::Command;
 use sha2::{Digest, Sha256};
 
 use super::error::InputError;
-use super::files::{hex, open_regular, report, sha256_file, sha256_reader};
+use super::files::{
+    DOWNLOAD_PREFIX, Temporary, hex, open_regular, report, sha256_file, sha256_reader,
+};
 use super::lock::LockEntry;
 
 /// The most a wheel may decompress to, all entries together: 1 GiB. The largest pinned wheel,
@@ -518,9 +520,10 @@ pub fn unpack_wheel(wheel: &Path, keep: &str, dest: &Path) -> Result<(), InputEr
 }
 
 /// The wheel of `entry` in `wheels`, opened and checked: the cached copy if its hash matches, else
-/// a fresh download, which must match before it is moved into the cache (so the cache never holds
-/// bytes that fail the lock under the locked name). If the download fails while a cached copy
-/// of other bytes is there, the error names that mismatch.
+/// a fresh download into a [`Temporary`] beside it, which must match before it is renamed into the
+/// cache (so the cache never holds bytes that fail the lock under the locked name, and processes
+/// downloading the same wheel at once each rename a whole copy of the same bytes into place). If
+/// the download fails while a cached copy of other bytes is there, the error names that mismatch.
 pub(crate) fn ensure(
     entry: &LockEntry,
     fetch: &dyn Fetch,
@@ -538,11 +541,7 @@ pub(crate) fn ensure(
             Err(e) => return Err(e),
         }
     }
-    fs::create_dir_all(wheels).map_err(InputError::io(wheels))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(super::files::DOWNLOAD_PREFIX)
-        .tempdir_in(wheels)
-        .map_err(InputError::io(wheels))?;
+    let tmp = Temporary::new(wheels, DOWNLOAD_PREFIX)?;
     report(&format!(
         "downloading {} ({}) into {}",
         entry.spec(),

@@ -1,6 +1,7 @@
 //! The inputs module against real wheels: zip-slip and hash checks on wheels built here, the whole
-//! fetch → check → unpack → verify path with a lock of those wheels, `--cuda-home` checks, and a
-//! real fetch of the pinned packages from PyPI.
+//! fetch → check → unpack → verify path with a lock of those wheels (the headers unpacked into a
+//! folder of their own per run, the libclang kept in the cache and checked), `--cuda-home` checks,
+//! and a real fetch of the pinned packages from PyPI.
 
 use std::cell::Cell;
 use std::fs;
@@ -287,6 +288,142 @@ fn pinned_path_fetches_once_reuses_the_cache_and_refetches_a_bad_copy() {
     );
 }
 
+/// The pinned headers lie in a temporary folder of their own, which lives as long as the last
+/// clone of the value and goes with it; two gatherings never share one.
+#[test]
+fn the_headers_folder_goes_with_the_headers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (runtime, crt) = fake_cu13_wheels(tmp.path(), 13000);
+    let cache = tmp.path().join("cache");
+    let fetcher = Fetcher::new(
+        lock_of(&runtime, &crt),
+        Box::new(CopyFrom {
+            dir: tmp.path().to_owned(),
+            calls: Default::default(),
+        }),
+    );
+    let headers = fetcher.headers(Ctk::V13_0, &cache).unwrap();
+    let other = fetcher.headers(Ctk::V13_0, &cache).unwrap();
+    let dirs = headers.include_dirs.clone();
+    assert!(dirs.iter().all(|d| d.is_dir() && !d.starts_with(&cache)));
+    assert!(dirs.iter().all(|d| !other.include_dirs.contains(d)));
+    let clone = headers.clone();
+    drop(headers);
+    assert!(clone.cuda_h.is_file(), "a clone lost its headers");
+    drop(clone);
+    assert!(
+        dirs.iter().all(|d| !d.exists()),
+        "the headers outlived their value"
+    );
+    assert!(other.cuda_h.is_file());
+}
+
+/// A fake libclang wheel holding `library` where the pinned one keeps it, and a lock of it.
+fn fake_libclang(dir: &Path, library: &str) -> (PathBuf, Lock) {
+    let wheel = dir.join("libclang-fake.whl");
+    make_wheel(
+        &wheel,
+        &[
+            (LIBCLANG_IN_WHEEL, library),
+            ("libclang-18.1.1.dist-info/RECORD", ""),
+        ],
+    );
+    let lock = Lock::parse(&format!(
+        "libclang==18.1.1 libclang-fake.whl {}\n",
+        sha256_file(&wheel).unwrap()
+    ))
+    .unwrap();
+    (wheel, lock)
+}
+
+/// Where the pinned libclang wheel keeps the library.
+const LIBCLANG_IN_WHEEL: &str = "libclang-18.1.1.data/platlib/clang/native/libclang.so";
+
+/// Copies one wheel, counting calls.
+struct CopyOne {
+    wheel: PathBuf,
+    calls: std::rc::Rc<Cell<usize>>,
+}
+
+impl Fetch for CopyOne {
+    fn fetch(&self, _spec: &str, dir: &Path) -> Result<(), InputError> {
+        self.calls.set(self.calls.get() + 1);
+        fs::copy(&self.wheel, dir.join(self.wheel.file_name().unwrap())).unwrap();
+        Ok(())
+    }
+}
+
+/// The libclang the cache keeps is named by its SHA-256 (the RECORD's), checked on every use,
+/// and written again from the hash-checked wheel when it is missing, differs (same size or not)
+/// or is not a regular file (a FIFO, which must not hang the check); what a killed write left
+/// beside it is deleted by the next write. The wheel is fetched once.
+#[test]
+fn the_cached_libclang_is_checked_and_written_again_when_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = "the bytes of a library\n".repeat(200);
+    let (wheel, lock) = fake_libclang(tmp.path(), &body);
+    let cache = tmp.path().join("cache");
+    let calls = std::rc::Rc::new(Cell::new(0));
+    let fetcher = Fetcher::new(
+        lock,
+        Box::new(CopyOne {
+            wheel,
+            calls: calls.clone(),
+        }),
+    );
+    let sha256: String = sha2::Sha256::digest(body.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let library = cache.join("libclang").join(&sha256).join("libclang.so");
+    let lib = fetcher.libclang(&cache).unwrap();
+    assert_eq!(lib.library, library);
+    assert_eq!(fs::read_to_string(&library).unwrap(), body);
+    assert_eq!(
+        lib.source.to_string(),
+        format!("libclang==18.1.1 libclang-fake.whl:{LIBCLANG_IN_WHEEL} sha256:{sha256}")
+    );
+    assert_eq!(calls.get(), 1);
+
+    let left = cache.join("libclang/.unpack-killed");
+    fs::create_dir_all(left.join("deep")).unwrap();
+    fs::write(left.join("deep/libclang.so"), "partial").unwrap();
+    for damage in ["same size", "shorter", "missing", "a FIFO"] {
+        match damage {
+            "same size" => {
+                let mut bytes = body.clone().into_bytes();
+                bytes[100] ^= 1;
+                fs::write(&library, bytes).unwrap();
+            }
+            "shorter" => fs::write(&library, &body[..10]).unwrap(),
+            "missing" => fs::remove_file(&library).unwrap(),
+            _ => {
+                fs::remove_file(&library).unwrap();
+                let made = Command::new("mkfifo").arg(&library).status().unwrap();
+                assert!(made.success());
+            }
+        }
+        let lib = fetcher.libclang(&cache).unwrap();
+        assert_eq!(lib.library, library, "{damage}");
+        assert_eq!(fs::read_to_string(&library).unwrap(), body, "{damage}");
+        assert_eq!(lib.source.sha256, sha256, "{damage}");
+    }
+    assert_eq!(calls.get(), 1, "the wheel was fetched again");
+    assert!(!left.exists(), "what a killed write left is still there");
+    assert_eq!(names_in(&cache.join("libclang")), [sha256.as_str()]);
+    assert_eq!(names_in(library.parent().unwrap()), ["libclang.so"]);
+}
+
+/// The names in the folder `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 #[test]
 fn a_download_of_another_hash_is_refused_and_not_cached() {
     let tmp = tempfile::tempdir().unwrap();
@@ -315,7 +452,9 @@ fn a_download_of_another_hash_is_refused_and_not_cached() {
         "{msg}"
     );
     assert!(!cache.join("wheels/nvidia_cuda_runtime-fake.whl").exists());
-    assert!(!cache.join("unpacked").exists(), "a bad wheel was unpacked");
+    // Nothing else was kept either: no download's temporary folder, nothing unpacked.
+    assert_eq!(names_in(&cache), ["wheels"]);
+    assert!(names_in(&cache.join("wheels")).is_empty());
 
     // A cached copy of other bytes is not replaced by a download that fails the lock either.
     fs::write(cache.join("wheels/nvidia_cuda_runtime-fake.whl"), "junk").unwrap();
@@ -636,15 +775,21 @@ fn real_fetch_of_the_13_0_packages() {
         headers.source[1],
         lock.get("nvidia-cuda-crt==13.0.88").unwrap().provenance()
     );
-    // Only the include tree was unpacked.
-    let unpacked = fs::read_dir(tmp.path().join("unpacked")).unwrap().count();
-    assert_eq!(unpacked, 2);
+    // Only the include tree was unpacked, outside the cache, which keeps the wheels alone.
     assert!(!headers.include_dirs[0].join("../lib").exists());
+    assert!(!headers.include_dirs[0].starts_with(tmp.path()));
+    assert_eq!(names_in(tmp.path()), ["wheels"]);
 
-    // Now offline: everything comes from the cache.
+    // Now offline: everything comes from the cached wheels, unpacked again into a folder of its
+    // own.
     let offline = Fetcher::new(lock, Box::new(Offline));
     let again = offline.headers(Ctk::V13_0, tmp.path()).unwrap();
-    assert_eq!(again.include_dirs, headers.include_dirs);
+    assert_eq!(again.source, headers.source);
+    assert_ne!(again.include_dirs, headers.include_dirs);
+    assert_eq!(
+        fs::read(&again.cuda_h).unwrap(),
+        fs::read(&headers.cuda_h).unwrap()
+    );
 }
 
 #[test]
