@@ -4,7 +4,8 @@
 use std::io::{self, Write};
 use std::time::Instant;
 
-use crate::verify::{VerifyError, VerifyOptions, VerifyReport, VerifyRoot, verify_roots};
+use crate::report::{VerifyError, VerifyOptions, VerifyReport, VerifyRoot};
+use crate::verify::verify_roots;
 
 /// Why a verify command fails.
 #[derive(Debug)]

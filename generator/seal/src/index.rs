@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::check::{SealProblem, check_contents, contains_marker};
 use crate::git::{self, IndexEntry, Unavailable};
-use crate::verify::{
+use crate::report::{
     Failure, Problem, Source, VerifyError, VerifyOptions, VerifyReport, VerifyRoot,
     deletion_allowed, failure, folder_target, io_error, is_skipped_dir, target_of,
 };

@@ -62,17 +62,18 @@ mod command;
 mod git;
 mod index;
 mod line;
+mod report;
 pub mod sources;
 mod verify;
 mod write;
 
 pub use check::{SealInfo, SealProblem, check_contents};
 pub use command::{CommandError, run_verify};
-pub use verify::{
+pub use report::{
     ALLOW_DELETIONS_ENV, ALLOW_DELETIONS_FLAG, CTK_PLACEHOLDER, Failure, Problem, Source,
-    VerifyError, VerifyOptions, VerifyReport, VerifyRoot, verify_paths, verify_paths_with,
-    verify_roots, verify_tree,
+    VerifyError, VerifyOptions, VerifyReport, VerifyRoot,
 };
+pub use verify::{verify_paths, verify_paths_with, verify_roots, verify_tree};
 pub use write::{SealError, seal};
 
 /// The SHA-256 of the sources this crate was compiled from (see [`sources`]).
