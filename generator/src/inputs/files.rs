@@ -48,10 +48,15 @@ impl Temporary {
                 .prefix(prefix)
                 .tempdir_in(parent)
                 .map_err(InputError::io(parent))?;
-            let lock = fs::File::open(dir.path()).map_err(InputError::io(dir.path()))?;
+            // Another process's sweep may lock and delete the folder between its making and its
+            // locking here: then it is gone before it is opened, or the lock is on a deleted
+            // folder, and a new one is made.
+            let lock = match fs::File::open(dir.path()) {
+                Ok(lock) => lock,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(InputError::from_io(dir.path().to_owned(), e)),
+            };
             lock.lock().map_err(InputError::io(dir.path()))?;
-            // Another process's sweep may have locked and deleted the folder between its making
-            // and its locking here: then the lock is on a deleted folder, and a new one is made.
             if fs::metadata(dir.path()).is_ok() {
                 return Ok(Temporary { dir, _lock: lock });
             }
@@ -219,5 +224,37 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["kept.whl"]);
+    }
+
+    /// Processes that make temporaries in one folder at once sweep each other's newest folders
+    /// before those are locked; each still gets one of its own, and none fails (flock locks are
+    /// per open file, so threads meet here as processes do).
+    #[test]
+    fn temporaries_made_at_once_never_fail_each_other() {
+        let parent = tempfile::tempdir().unwrap();
+        let failures: Vec<String> = std::thread::scope(|s| {
+            let makers: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..300)
+                            .filter_map(|_| {
+                                let made = Temporary::new(parent.path(), ".t-")
+                                    .map_err(|e| e.to_string())
+                                    .and_then(|t| {
+                                        fs::write(t.path().join("part"), "x")
+                                            .map_err(|e| e.to_string())
+                                    });
+                                made.err()
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            makers
+                .into_iter()
+                .flat_map(|m| m.join().unwrap())
+                .collect()
+        });
+        assert!(failures.is_empty(), "{failures:?}");
     }
 }
