@@ -101,6 +101,7 @@ pub fn run(root: &std::path::Path) -> anyhow::Result<()> {
     for step in STEPS {
         eprintln!("==> {}: cargo {}", step.name, step.args.join(" "));
         let started = Instant::now();
+        let cpu_before = children_cpu_seconds();
         let status = Command::new(&cargo)
             .args(step.args)
             .envs(step.env.iter().copied())
@@ -108,18 +109,38 @@ pub fn run(root: &std::path::Path) -> anyhow::Result<()> {
             .status();
         let ok = matches!(status, Ok(s) if s.success());
         report.push(format!(
-            "{:<13} {:>7.1} s  {}",
+            "{:<13} {:>7.1} s {:>7.1} s  {}",
             step.name,
             started.elapsed().as_secs_f64(),
+            children_cpu_seconds() - cpu_before,
             if ok { "ok" } else { "FAILED" }
         ));
         if !ok {
             failed.push(step.name);
         }
     }
-    eprintln!("\n{}", report.join("\n"));
+    eprintln!(
+        "\n{:<13} {:>9} {:>9}\n{}",
+        "step",
+        "wall",
+        "cpu",
+        report.join("\n")
+    );
     if !failed.is_empty() {
         bail!("failed steps: {}", failed.join(", "));
     }
     Ok(())
+}
+
+/// The user and system CPU time of every finished child process (and theirs) so far, in seconds:
+/// what a step cost the machine, beside its wall time.
+fn children_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes one `rusage` into the zeroed value it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
