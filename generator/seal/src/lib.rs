@@ -59,6 +59,7 @@
 
 mod check;
 mod command;
+pub mod file;
 mod git;
 mod index;
 mod line;

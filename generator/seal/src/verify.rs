@@ -6,10 +6,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::check::{SealProblem, check_contents, contains_marker};
+use crate::file::{Links, read_regular};
 use crate::git::{self, Unavailable};
 use crate::report::{
     Failure, Problem, Source, VerifyError, VerifyOptions, VerifyReport, VerifyRoot,
@@ -127,14 +128,15 @@ pub fn verify_roots(
 
     let mut hand_written = Vec::new();
     for (path, root) in files {
-        let bytes = match read_regular(&path).map_err(|error| io_error(&path, error))? {
-            Ok(bytes) => bytes,
-            Err(kind) => {
-                let ctk = target_of(&path, None);
-                fail(path, Problem::NotRegular { kind }, ctk);
-                continue;
-            }
-        };
+        let bytes =
+            match read_regular(&path, Links::Refuse).map_err(|error| io_error(&path, error))? {
+                Ok(bytes) => bytes,
+                Err(kind) => {
+                    let ctk = target_of(&path, None);
+                    fail(path, Problem::NotRegular { kind }, ctk);
+                    continue;
+                }
+            };
         if !contains_marker(&bytes) {
             if expected.contains(&path) {
                 let ctk = target_of(&path, None);
@@ -175,68 +177,6 @@ pub fn verify_roots(
     report.failures = failures.into_values().collect();
     report.hand_written = hand_written.into_iter().map(|(path, _)| path).collect();
     Ok(report)
-}
-
-/// What a file type is, if not a regular file.
-fn irregular(file_type: fs::FileType) -> Option<&'static str> {
-    if file_type.is_file() {
-        return None;
-    }
-    if file_type.is_symlink() {
-        return Some("a symbolic link");
-    }
-    if file_type.is_dir() {
-        return Some("a directory");
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if file_type.is_fifo() {
-            return Some("a FIFO");
-        }
-        if file_type.is_socket() {
-            return Some("a socket");
-        }
-        if file_type.is_block_device() {
-            return Some("a block device");
-        }
-        if file_type.is_char_device() {
-            return Some("a character device");
-        }
-    }
-    Some("a special file")
-}
-
-/// The bytes of `path` if it is a regular file, else what it is. Never follows a symbolic link
-/// and never blocks on a FIFO: the type is checked before opening, and on Unix the file is opened
-/// with `O_NOFOLLOW | O_NONBLOCK` and checked again once open, so a file swapped in between is
-/// caught too.
-fn read_regular(path: &Path) -> io::Result<Result<Vec<u8>, &'static str>> {
-    if let Some(kind) = irregular(fs::symlink_metadata(path)?.file_type()) {
-        return Ok(Err(kind));
-    }
-    let mut options = fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    }
-    let mut file = match options.open(path) {
-        Ok(file) => file,
-        #[cfg(unix)]
-        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
-            return Ok(Err("a symbolic link"));
-        }
-        Err(error) => return Err(error),
-    };
-    let metadata = file.metadata()?;
-    if let Some(kind) = irregular(metadata.file_type()) {
-        return Ok(Err(kind));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes)?;
-    Ok(Ok(bytes))
 }
 
 /// Adds everything under `dir` that is not a directory to `files`, sorted, skipping `target` and

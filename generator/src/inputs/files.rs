@@ -6,6 +6,7 @@ use std::fs;
 use std::io::{self, Read};
 use std::path::Path;
 
+use hostcb_seal::file::{Links, irregular, open_regular as open_regular_file};
 use sha2::{Digest, Sha256};
 
 use super::error::InputError;
@@ -100,55 +101,23 @@ fn sweep(parent: &Path, prefix: &str) {
     }
 }
 
-/// What a file that is not a regular file is, for messages (`a FIFO`, `a folder`, ...).
+/// What a file that is not a regular file is, for messages (`a FIFO`, `a folder`, ...): the
+/// seal crate's one policy ([`hostcb_seal::file`]).
 pub(crate) fn kind(file_type: fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if file_type.is_fifo() {
-            return "a FIFO";
-        }
-        if file_type.is_socket() {
-            return "a socket";
-        }
-        if file_type.is_block_device() {
-            return "a block device";
-        }
-        if file_type.is_char_device() {
-            return "a character device";
-        }
-    }
-    if file_type.is_dir() {
-        "a folder"
-    } else if file_type.is_symlink() {
-        "a symbolic link"
-    } else {
-        "a special file"
-    }
+    irregular(file_type).unwrap_or("a regular file")
 }
 
-/// Opens `path` for reading if it is a regular file (or a link to one). On Unix the open uses
-/// `O_NONBLOCK`, which returns at once on a FIFO, and the type is checked on the open file, so a
-/// file swapped for a FIFO after a check is caught too. `hint` ends the message of a file that is
-/// not regular.
+/// Opens `path` for reading if it is a regular file (or a link to one), as
+/// [`hostcb_seal::file::open_regular`] does; `hint` ends the message of a file that is not
+/// regular.
 pub(crate) fn open_regular(path: &Path, hint: &str) -> Result<fs::File, InputError> {
-    let mut options = fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = options.open(path).map_err(InputError::io(path))?;
-    let file_type = file.metadata().map_err(InputError::io(path))?.file_type();
-    if !file_type.is_file() {
-        return Err(InputError::NotRegular {
+    open_regular_file(path, Links::Follow)
+        .map_err(InputError::io(path))?
+        .map_err(|kind| InputError::NotRegular {
             path: path.to_owned(),
-            kind: kind(file_type),
+            kind,
             hint: hint.to_owned(),
-        });
-    }
-    Ok(file)
+        })
 }
 
 /// The bytes of the regular file at `path` (see [`open_regular`]).
