@@ -250,10 +250,7 @@ mod tests {
                     })
                 })
                 .collect();
-            makers
-                .into_iter()
-                .flat_map(|m| m.join().unwrap())
-                .collect()
+            makers.into_iter().flat_map(|m| m.join().unwrap()).collect()
         });
         assert!(failures.is_empty(), "{failures:?}");
     }
