@@ -1,6 +1,6 @@
 //! The whole pipeline, in memory: inputs → reader → model → writer → sealed files, for one target
 //! ([`generate`]) and for the whole generated crate ([`generate_crate`]: every file regen writes
-//! and check compares). Nothing is written here; [`crate::emit::ensure_tree`] writes or checks
+//! and check compares). Nothing is written here; [`crate::emit::tree::ensure_tree`] writes or checks
 //! the output.
 
 use std::collections::BTreeSet;
@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
 use crate::layout::{self, LayoutError};
+use crate::manifest;
 use crate::model::{ApiModel, Model, Summary};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::shared::Shared;
@@ -161,7 +162,7 @@ fn write_target(
     )?;
     // The summary's digest, sealed with the target's files: what vouches for a cached summary.
     let summary = summary.to_text();
-    let provenance = emit::provenance_file(
+    let provenance = emit::render::provenance_file(
         ctk,
         &inputs.provenance(),
         &[&module, &driver, &runtime, &layout],
@@ -183,7 +184,7 @@ fn rust_file(
     file: Result<syn::File, TemplateError>,
 ) -> Result<GeneratedFile, GenerateError> {
     let file = filled(&emit::target_dir(ctk).join(name), file)?;
-    Ok(emit::rust_file(ctk, name, &file)?)
+    Ok(emit::render::rust_file(ctk, name, &file)?)
 }
 
 /// What one generated target contributes to the crate, as plain data that crosses the worker
@@ -456,9 +457,9 @@ pub fn generate_crate_with(
     )?;
     let common = writer::write_common(&shared, &templates);
     let mut files: Vec<GeneratedFile> = generated.iter().flat_map(|g| g.files.clone()).collect();
-    files.push(emit::bindings_mod(&module_list)?);
-    files.push(emit::common(&common)?);
-    files.push(emit::manifest(&config.out, &config.targets)?);
+    files.push(emit::render::bindings_mod(&module_list)?);
+    files.push(emit::render::common(&common)?);
+    files.push(manifest::for_targets(&config.out, &config.targets)?);
     Ok(CrateOutput {
         complete: config.targets.iter().all(|c| ctks.contains(c)),
         generated,
