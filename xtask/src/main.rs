@@ -530,7 +530,8 @@ fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
             d.diff
         );
     }
-    let others = other_generators(&config.out, &report);
+    let this = RecordedGenerator::this(config.templates.sha256());
+    let others = other_generators(&config.out, &report, &this);
     if let Some((other, files)) = others.iter().next() {
         let also = match others.len() {
             1 => String::new(),
@@ -541,7 +542,7 @@ fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
             diffs.len(),
             others.values().map(Vec::len).sum::<usize>(),
             files[0].display(),
-            RecordedGenerator::this()
+            this
         );
     }
     bail!(
@@ -551,20 +552,20 @@ fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
     )
 }
 
-/// The files of `report` that differ and whose header records another generator than this one
-/// (another version, or other sources), by generator.
+/// The files of `report` that differ and whose header records another generator than `this`
+/// (another version, other sources or other templates), by generator.
 fn other_generators(
     root: &Path,
     report: &TreeReport,
+    this: &RecordedGenerator,
 ) -> std::collections::BTreeMap<String, Vec<PathBuf>> {
-    let this = RecordedGenerator::this();
     let mut others = std::collections::BTreeMap::<String, Vec<PathBuf>>::new();
     for d in &report.differences {
         let Ok(Some(bytes)) = emit::tree::read_regular(&root.join(&d.path)) else {
             continue;
         };
         if let Some(made_by) = RecordedGenerator::of_file(&bytes)
-            && made_by != this
+            && made_by != *this
         {
             others
                 .entry(made_by.to_string())

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{BINDINGS_MOD, COMMON, EmitError, GeneratedFile, PROVENANCE, target_dir};
+use super::{EmitError, GeneratedFile, PROVENANCE, target_dir};
 use crate::Ctk;
 use crate::inputs::Provenance;
 
@@ -18,44 +18,23 @@ pub const GENERATOR_NAME: &str = "hostcb-generator";
 /// generators apart; [`crate::BUILT_FROM_SOURCES`] does).
 pub const GENERATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Which generator makes the files, as their headers record it: its name, its version and the
-/// SHA-256 of the sources it was compiled from ([`crate::BUILT_FROM_SOURCES`]), e.g.
-/// `hostcb-generator 0.1.0 (sources sha256 3f2a...)`. Every change under `generator/src/`
-/// changes it, so a generator change rewrites every generated file, and `cargo xtask check` can
-/// tell files that another checkout's generator made.
-pub const GENERATOR: &str = concat!(
-    "hostcb-generator ",
-    env!("CARGO_PKG_VERSION"),
-    " (sources sha256 ",
-    env!("HOSTCB_BUILT_FROM_SOURCES"),
-    ")"
-);
-
-/// The sealed `src/bindings/mod.rs` of `targets`, from the writer's syntax tree.
-pub fn bindings_mod(file: &syn::File) -> Result<GeneratedFile, EmitError> {
-    all_targets(BINDINGS_MOD, file)
+/// The sealed all-target file at `path` ([`super::BINDINGS_MOD`], [`super::COMMON`]), from the writer's syntax
+/// tree.
+pub fn all_targets(
+    generator: &RecordedGenerator,
+    path: &str,
+    file: &syn::File,
+) -> Result<GeneratedFile, EmitError> {
+    let body = prettyplease::unparse(file);
+    seal(generator, None, path.into(), "//", body)
 }
 
-/// The sealed `src/bindings/common.rs` of `targets`, from the writer's syntax tree.
-pub fn common(file: &syn::File) -> Result<GeneratedFile, EmitError> {
-    all_targets(COMMON, file)
-}
-
-/// A sealed file made from every listed target.
-fn all_targets(path: &str, file: &syn::File) -> Result<GeneratedFile, EmitError> {
-    let header = format!(
-        "// {GENERATED} by {GENERATOR} from generator/targets.txt. Do not edit: regenerate with `cargo xtask regen --ctk all`.\n"
-    );
-    let unsealed = format!("{header}{}", prettyplease::unparse(file));
-    let path = PathBuf::from(path);
-    let contents = hostcb_seal::seal(&unsealed, "all", "//").map_err(|source| EmitError::Seal {
-        path: path.clone(),
-        source,
-    })?;
-    Ok(GeneratedFile { path, contents })
-}
-
-/// Which generator made a generated file, as its header line records it.
+/// Which generator made a generated file, as its header line records it: its version, the
+/// SHA-256 of the sources it was compiled from ([`crate::BUILT_FROM_SOURCES`]) and that of the
+/// templates it read ([`crate::writer::Templates::sha256`]), e.g. `hostcb-generator 0.1.0
+/// (sources sha256 3f2a..., templates sha256 9c1e...)`. Every change under `generator/src/` or
+/// `templates/` changes it, so such a change rewrites every generated file, and `cargo xtask
+/// check` can tell files that another checkout's generator made.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordedGenerator {
     /// The generator's version.
@@ -63,14 +42,18 @@ pub struct RecordedGenerator {
     /// The SHA-256 of the generator's sources; `None` for a file made before generators
     /// recorded it.
     pub sources: Option<String>,
+    /// The SHA-256 of the templates the generator read; `None` for a file made before
+    /// generators recorded it.
+    pub templates: Option<String>,
 }
 
 impl RecordedGenerator {
-    /// The generator running now.
-    pub fn this() -> Self {
+    /// The generator running now, with the templates whose SHA-256 is `templates_sha256`.
+    pub fn this(templates_sha256: &str) -> Self {
         RecordedGenerator {
             version: GENERATOR_VERSION.to_owned(),
             sources: Some(crate::BUILT_FROM_SOURCES.to_owned()),
+            templates: Some(templates_sha256.to_owned()),
         }
     }
 
@@ -82,64 +65,73 @@ impl RecordedGenerator {
         let by = format!("{GENERATED} by {GENERATOR_NAME} ");
         let rest = &first[first.find(&by)? + by.len()..];
         let (version, rest) = rest.split_once(' ')?;
-        let sources = rest
+        let hashes = rest
             .strip_prefix("(sources sha256 ")
-            .and_then(|r| r.split_once(')'))
-            .map(|(hash, _)| hash.to_owned());
+            .and_then(|r| Some(r.split_once(')')?.0));
+        let (sources, templates) = match hashes.map(|h| h.split_once(", templates sha256 ")) {
+            Some(Some((sources, templates))) => (Some(sources), Some(templates)),
+            Some(None) => (hashes, None),
+            None => (None, None),
+        };
         Some(RecordedGenerator {
             version: version.to_owned(),
-            sources,
+            sources: sources.map(str::to_owned),
+            templates: templates.map(str::to_owned),
         })
     }
 }
 
 impl std::fmt::Display for RecordedGenerator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.sources {
-            Some(hash) => write!(
+        write!(f, "{GENERATOR_NAME} {} ", self.version)?;
+        match (&self.sources, &self.templates) {
+            (Some(sources), Some(templates)) => write!(
                 f,
-                "{GENERATOR_NAME} {} (sources sha256 {hash})",
-                self.version
+                "(sources sha256 {sources}, templates sha256 {templates})"
             ),
-            None => write!(
-                f,
-                "{GENERATOR_NAME} {} (of sources it did not record)",
-                self.version
-            ),
+            (Some(sources), None) => write!(f, "(sources sha256 {sources})"),
+            (None, _) => write!(f, "(of sources it did not record)"),
         }
     }
 }
 
-fn header(ctk: Ctk, prefix: &str) -> String {
-    format!(
-        "{prefix} {GENERATED} by {GENERATOR} from the CTK {ctk} headers. Do not edit: regenerate with `cargo xtask regen --ctk {ctk}`.\n"
-    )
-}
-
 /// Formats a Rust syntax tree and seals it as the file `name` of the target.
-pub fn rust_file(ctk: Ctk, name: &str, file: &syn::File) -> Result<GeneratedFile, EmitError> {
+pub fn rust_file(
+    generator: &RecordedGenerator,
+    ctk: Ctk,
+    name: &str,
+    file: &syn::File,
+) -> Result<GeneratedFile, EmitError> {
     let body = prettyplease::unparse(file);
-    seal_file(ctk, target_dir(ctk).join(name), "//", body)
+    seal(generator, Some(ctk), target_dir(ctk).join(name), "//", body)
 }
 
-/// The provenance manifest of one target: what generated it, from which inputs, and the SHA-256
-/// of its summary's text (`[summary]`, [`crate::model::Summary::to_text`]): the one summary of
-/// the target that a later `regen --ctk X` may take from the input cache
+/// The provenance manifest of one target: what generated it (`[generator]`: its version and the
+/// SHA-256 of its sources and of its templates), from which inputs, and the SHA-256 of its
+/// summary's text (`[summary]`, [`crate::model::Summary::to_text`]): the one summary of the
+/// target that a later `regen --ctk X` may take from the input cache
 /// ([`sealed_summary_sha256`]).
 pub fn provenance_file(
+    generator: &RecordedGenerator,
     ctk: Ctk,
     inputs: &[Provenance],
     files: &[&GeneratedFile],
     summary_sha256: &str,
 ) -> Result<GeneratedFile, EmitError> {
-    let mut body = String::new();
-    body.push_str("# Provenance of the generated bindings of this target.\n\n");
+    let mut body = format!(
+        "# Provenance of the generated bindings of this target.\n\n[generator]\nname = \"{GENERATOR_NAME}\"\nversion = \"{}\"\n",
+        generator.version
+    );
+    for (key, hash) in [
+        ("sources", &generator.sources),
+        ("templates", &generator.templates),
+    ] {
+        if let Some(hash) = hash {
+            body.push_str(&format!("{key}_sha256 = \"{hash}\"\n"));
+        }
+    }
     body.push_str(&format!(
-        "[generator]\nname = \"{GENERATOR_NAME}\"\nversion = \"{GENERATOR_VERSION}\"\nsources_sha256 = \"{}\"\n\n",
-        crate::BUILT_FROM_SOURCES
-    ));
-    body.push_str(&format!(
-        "[target]\nctk = \"{ctk}\"\ncuda_version = {}\n",
+        "\n[target]\nctk = \"{ctk}\"\ncuda_version = {}\n",
         ctk.cuda_version()
     ));
     for p in inputs {
@@ -157,7 +149,13 @@ pub fn provenance_file(
         body.push_str(&format!("\n[[file]]\npath = \"{name}\"\n"));
     }
     body.push_str(&format!("{SUMMARY_SECTION}{summary_sha256}\"\n"));
-    seal_file(ctk, target_dir(ctk).join(PROVENANCE), "#", body)
+    seal(
+        generator,
+        Some(ctk),
+        target_dir(ctk).join(PROVENANCE),
+        "#",
+        body,
+    )
 }
 
 /// How the summary's digest is written in a provenance manifest, up to the digest.
@@ -193,18 +191,25 @@ fn summary_sha256_of(text: &str) -> Option<String> {
     .then(|| digest.to_owned())
 }
 
-fn seal_file(
-    ctk: Ctk,
+/// `body` under the header that names `generator` and what the file was made from (the headers
+/// of `ctk`, or with `None` every listed target), sealed for `ctk` (or `all`).
+fn seal(
+    generator: &RecordedGenerator,
+    ctk: Option<Ctk>,
     path: PathBuf,
     prefix: &str,
     body: String,
 ) -> Result<GeneratedFile, EmitError> {
-    let unsealed = format!("{}{body}", header(ctk, prefix));
-    let contents = hostcb_seal::seal(&unsealed, &ctk.to_string(), prefix).map_err(|source| {
-        EmitError::Seal {
-            path: path.clone(),
-            source,
-        }
+    let (from, of) = match ctk {
+        Some(ctk) => (format!("the CTK {ctk} headers"), ctk.to_string()),
+        None => ("generator/targets.txt".to_owned(), "all".to_owned()),
+    };
+    let unsealed = format!(
+        "{prefix} {GENERATED} by {generator} from {from}. Do not edit: regenerate with `cargo xtask regen --ctk {of}`.\n{body}"
+    );
+    let contents = hostcb_seal::seal(&unsealed, &of, prefix).map_err(|source| EmitError::Seal {
+        path: path.clone(),
+        source,
     })?;
     Ok(GeneratedFile { path, contents })
 }
@@ -214,40 +219,56 @@ mod tests {
     use super::*;
 
     #[test]
-    fn headers_record_the_generator_and_its_sources() {
-        let file = seal_file(
-            Ctk::V12_9,
-            target_dir(Ctk::V12_9).join("driver.rs"),
-            "//",
-            "pub fn d() {}\n".to_owned(),
-        )
-        .unwrap();
+    fn headers_and_provenance_record_the_generator_its_sources_and_its_templates() {
+        let templates = "9c".repeat(32);
+        let this = RecordedGenerator::this(&templates);
+        let file = parse_rust(&this, "pub fn d() {}");
         let first = file.contents.lines().next().unwrap();
         assert!(
             first.contains(&format!(
-                "by hostcb-generator {GENERATOR_VERSION} (sources sha256 {}) from the CTK 12.9 headers",
+                "by hostcb-generator {GENERATOR_VERSION} (sources sha256 {}, templates sha256 {templates}) from the CTK 12.9 headers",
                 crate::BUILT_FROM_SOURCES
             )),
             "{first}"
         );
         let recorded = RecordedGenerator::of_file(file.contents.as_bytes()).unwrap();
-        assert_eq!(recorded, RecordedGenerator::this());
-        assert_eq!(recorded.to_string(), GENERATOR);
-        // A file of a generator that recorded no source hash, and of another generator.
+        assert_eq!(recorded, this);
+        assert!(first.contains(&format!(" by {recorded} from ")), "{first}");
+        // Files of generators that recorded no template hash, or no source hash either.
+        let sources_only = format!(
+            "// {GENERATED} by hostcb-generator 0.1.0 (sources sha256 {}) from the CTK 12.9 headers. Do not edit.\n",
+            "ef".repeat(32)
+        );
+        let sources_only = RecordedGenerator::of_file(sources_only.as_bytes()).unwrap();
+        assert_eq!(sources_only.sources, Some("ef".repeat(32)));
+        assert_eq!(sources_only.templates, None);
+        assert!(
+            sources_only
+                .to_string()
+                .ends_with(&format!("(sources sha256 {})", "ef".repeat(32)))
+        );
         let old = format!(
             "// {GENERATED} by hostcb-generator 0.1.0 from the CTK 12.9 headers. Do not edit.\n"
         );
         let old = RecordedGenerator::of_file(old.as_bytes()).unwrap();
-        assert_eq!(old.sources, None);
-        assert_ne!(old, RecordedGenerator::this());
-        let other = file
-            .contents
-            .replacen(crate::BUILT_FROM_SOURCES, &"0".repeat(64), 1);
-        let other = RecordedGenerator::of_file(other.as_bytes()).unwrap();
-        assert_eq!(other.sources.as_deref(), Some("0".repeat(64).as_str()));
+        assert_eq!((old.sources, old.templates), (None, None));
+        // Other templates make another generator.
+        let other = parse_rust(&RecordedGenerator::this(&"0".repeat(64)), "pub fn d() {}");
+        let other = RecordedGenerator::of_file(other.contents.as_bytes()).unwrap();
+        assert_eq!(other.templates.as_deref(), Some("0".repeat(64).as_str()));
+        assert_ne!(other, this);
         assert!(RecordedGenerator::of_file(b"pub fn d() {}\n").is_none());
 
-        let provenance = provenance_file(Ctk::V12_9, &[], &[&file], &"ab".repeat(32)).unwrap();
+        let provenance =
+            provenance_file(&this, Ctk::V12_9, &[], &[&file], &"ab".repeat(32)).unwrap();
+        assert!(
+            provenance.contents.contains(&format!(
+                "\n[generator]\nname = \"hostcb-generator\"\nversion = \"{GENERATOR_VERSION}\"\nsources_sha256 = \"{}\"\ntemplates_sha256 = \"{templates}\"\n\n[target]\n",
+                crate::BUILT_FROM_SOURCES
+            )),
+            "{}",
+            provenance.contents
+        );
         // The summary's digest is read back from the sealed file, and only from a sealed file
         // of this target.
         let root = tempfile::tempdir().unwrap();
@@ -268,13 +289,11 @@ mod tests {
         std::fs::create_dir_all(other.parent().unwrap()).unwrap();
         std::fs::copy(&path, other).unwrap();
         assert_eq!(sealed_summary_sha256(root.path(), Ctk::V13_0), None);
-        assert!(
-            provenance.contents.contains(&format!(
-                "\n[generator]\nname = \"hostcb-generator\"\nversion = \"{GENERATOR_VERSION}\"\nsources_sha256 = \"{}\"\n",
-                crate::BUILT_FROM_SOURCES
-            )),
-            "{}",
-            provenance.contents
-        );
+    }
+
+    /// `code` as the sealed driver.rs of 12.9, made by `generator`.
+    fn parse_rust(generator: &RecordedGenerator, code: &str) -> GeneratedFile {
+        let file = syn::parse_file(code).unwrap();
+        rust_file(generator, Ctk::V12_9, "driver.rs", &file).unwrap()
     }
 }
