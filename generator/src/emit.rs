@@ -59,6 +59,16 @@ pub enum EmitError {
         /// What it is (`a FIFO`, `a folder`, ...).
         kind: &'static str,
     },
+    /// A file cannot be replaced or deleted, or a folder flushed, after others were replaced.
+    #[error(
+        "cannot write {path}: {source}; regen stopped midway, so the files it replaced before this one are new and the others old: fix the cause and run the regen again"
+    )]
+    Midway {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The output folder or a file in it cannot be written.
     #[error(
         "cannot write {path}: {source}; check that the output directory exists and is writable (nothing was changed)"

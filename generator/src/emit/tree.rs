@@ -1,7 +1,16 @@
 //! Writing and checking the output tree ([`ensure_tree`]): under a lock on the output folder,
-//! only files whose bytes change, each atomically, all of them staged before any is replaced (a
-//! failed write leaves every existing file as it was), never through a symbolic link and never
-//! opening anything but a regular file; it deletes only sealed files it can prove it wrote.
+//! only files whose bytes change, never through a symbolic link and never opening anything but a
+//! regular file; it deletes only sealed files it can prove it wrote.
+//!
+//! What a write that fails or is killed leaves: each file is replaced by renaming a whole copy,
+//! staged and flushed beside it, so every file is at any moment wholly old or wholly new. Every
+//! changed file is staged before the first rename, so a failure before then leaves every file as
+//! it was, temporaries aside (an earlier killed run's are removed first; its own staged copies
+//! are removed, or, if it is killed, left: [`TEMP_PREFIX`]`*`). The renames are one per file, not
+//! one for the tree: a run killed or failing among them ([`EmitError::Midway`]) leaves the files
+//! renamed so far new and the others old. Each file's seal still verifies (`cargo xtask verify`
+//! notes the temporaries), `cargo xtask check` names the files still old, and the next regen
+//! removes the temporaries and writes those files.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -60,8 +69,9 @@ pub struct Difference {
 /// writes, and anything but a regular file where a file should be, before changing anything.
 /// A write removes the temporary files ([`TEMP_PREFIX`]) a killed run left in the folders it
 /// writes (no live run can own them while the lock is held), stages every changed file beside
-/// its target (flushed to disk) before the first rename, renames them into place, deletes, and
-/// flushes the folders it changed.
+/// its target (flushed to disk) before the first rename, renames them into place one by one,
+/// deletes, and flushes the folders it changed (see the module's documentation for what a
+/// failure or a kill leaves).
 pub fn ensure_tree(
     root: &Path,
     files: &[GeneratedFile],
@@ -146,19 +156,22 @@ fn write_changes(
         std::io::Write::write_all(&mut tmp, f.contents.as_bytes())
             .and_then(|()| tmp.as_file().sync_all())
             .map_err(write_err(tmp.path()))?;
-        staged.push((tmp, path));
+        staged.push((tmp.into_temp_path(), path));
     }
+    // From the first rename on, a failure leaves some files new.
+    let midway = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| EmitError::Midway { path, source }
+    };
     let mut synced = BTreeSet::new();
     for (tmp, path) in staged {
-        tmp.persist(&path).map_err(|e| EmitError::Write {
-            path: path.clone(),
-            source: e.error,
-        })?;
+        std::fs::rename(&tmp, &path).map_err(midway(&path))?;
+        let _renamed = tmp.keep();
         synced.insert(path.parent().unwrap_or(root).to_path_buf());
     }
     for rel in delete {
         let path = root.join(rel);
-        std::fs::remove_file(&path).map_err(write_err(&path))?;
+        std::fs::remove_file(&path).map_err(midway(&path))?;
         let dir = path.parent().unwrap_or(root);
         // Only an emptied folder goes; `remove_dir` refuses one that still holds anything.
         if std::fs::remove_dir(dir).is_ok() {
@@ -171,7 +184,7 @@ fn write_changes(
     }
     synced.retain(|dir| dir.is_dir());
     for dir in synced {
-        sync_dir(&dir).map_err(|source| EmitError::Write { path: dir, source })?;
+        sync_dir(&dir).map_err(midway(&dir))?;
     }
     Ok(())
 }
