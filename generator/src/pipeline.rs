@@ -144,8 +144,9 @@ fn write_target(
     let templates = &config.templates.parse();
     let generator = &RecordedGenerator::this(config.templates.sha256());
     let rust_file = |name: &str, file: Result<syn::File, TemplateError>| {
-        let file = filled(&emit::target_dir(ctk).join(name), file)?;
-        Ok::<_, GenerateError>(render::rust_file(generator, ctk, name, &file)?)
+        let path = emit::target_dir(ctk).join(name);
+        let file = filled(&path, file)?;
+        Ok::<_, GenerateError>(render::rust_file(generator, Some(ctk), path, &file)?)
     };
     let driver = rust_file(
         "driver.rs",
@@ -451,12 +452,9 @@ pub fn generate_crate_with(
     let common = writer::write_common(&shared, &templates);
     let mut files: Vec<GeneratedFile> = generated.iter().flat_map(|g| g.files.clone()).collect();
     let generator = RecordedGenerator::this(config.templates.sha256());
-    files.push(render::all_targets(
-        &generator,
-        emit::BINDINGS_MOD,
-        &module_list,
-    )?);
-    files.push(render::all_targets(&generator, emit::COMMON, &common)?);
+    for (path, file) in [(emit::BINDINGS_MOD, &module_list), (emit::COMMON, &common)] {
+        files.push(render::rust_file(&generator, None, path.into(), file)?);
+    }
     files.push(manifest::for_targets(&config.out, &config.targets)?);
     Ok(CrateOutput {
         complete: config.targets.iter().all(|c| ctks.contains(c)),

@@ -18,17 +18,6 @@ pub const GENERATOR_NAME: &str = "hostcb-generator";
 /// generators apart; [`crate::BUILT_FROM_SOURCES`] does).
 pub const GENERATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// The sealed all-target file at `path` ([`super::BINDINGS_MOD`], [`super::COMMON`]), from the writer's syntax
-/// tree.
-pub fn all_targets(
-    generator: &RecordedGenerator,
-    path: &str,
-    file: &syn::File,
-) -> Result<GeneratedFile, EmitError> {
-    let body = prettyplease::unparse(file);
-    seal(generator, None, path.into(), "//", body)
-}
-
 /// Which generator made a generated file, as its header line records it: its version, the
 /// SHA-256 of the sources it was compiled from ([`crate::BUILT_FROM_SOURCES`]) and that of the
 /// templates it read ([`crate::writer::Templates::sha256`]), e.g. `hostcb-generator 0.1.0
@@ -95,15 +84,16 @@ impl std::fmt::Display for RecordedGenerator {
     }
 }
 
-/// Formats a Rust syntax tree and seals it as the file `name` of the target.
+/// Formats a Rust syntax tree and seals it as the file at `path`, made from the headers of `ctk`
+/// (in its folder, [`target_dir`]) or, with `None`, from every listed target
+/// ([`super::BINDINGS_MOD`], [`super::COMMON`]).
 pub fn rust_file(
     generator: &RecordedGenerator,
-    ctk: Ctk,
-    name: &str,
+    ctk: Option<Ctk>,
+    path: PathBuf,
     file: &syn::File,
 ) -> Result<GeneratedFile, EmitError> {
-    let body = prettyplease::unparse(file);
-    seal(generator, Some(ctk), target_dir(ctk).join(name), "//", body)
+    seal(generator, ctk, path, "//", prettyplease::unparse(file))
 }
 
 /// The provenance manifest of one target: what generated it (`[generator]`: its version and the
@@ -294,6 +284,7 @@ mod tests {
     /// `code` as the sealed driver.rs of 12.9, made by `generator`.
     fn parse_rust(generator: &RecordedGenerator, code: &str) -> GeneratedFile {
         let file = syn::parse_file(code).unwrap();
-        rust_file(generator, Ctk::V12_9, "driver.rs", &file).unwrap()
+        let path = target_dir(Ctk::V12_9).join("driver.rs");
+        rust_file(generator, Some(Ctk::V12_9), path, &file).unwrap()
     }
 }

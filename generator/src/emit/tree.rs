@@ -127,10 +127,6 @@ fn write_changes(
     delete: &[PathBuf],
     report: &mut TreeReport,
 ) -> Result<(), EmitError> {
-    let write_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| EmitError::Write { path, source }
-    };
     // The folders written to, and those of the files deleted (so an emptied one can go).
     let dirs: BTreeSet<PathBuf> = files
         .iter()
@@ -209,10 +205,7 @@ fn unlisted(
         _ => return Ok(out),
     };
     while let Some((dir, target)) = pending.pop() {
-        let entries = std::fs::read_dir(&dir).map_err(|source| EmitError::Write {
-            path: dir.clone(),
-            source,
-        })?;
+        let entries = std::fs::read_dir(&dir).map_err(write_err(&dir))?;
         for entry in entries.flatten() {
             let path = entry.path();
             let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
@@ -263,7 +256,8 @@ fn proven_generated(
     target: Option<Ctk>,
 ) -> Result<(), Option<String>> {
     if !meta.is_file() {
-        return Err(Some(format!("{}, not a regular file", kind_of(meta))));
+        let kind = crate::inputs::file_kind(meta.file_type());
+        return Err(Some(format!("{kind}, not a regular file")));
     }
     let bytes = read_regular(path)
         .ok()
@@ -315,12 +309,7 @@ pub fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, EmitError> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(EmitError::Write {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
+        Err(source) => return Err(write_err(path)(source)),
     };
     let refuse = |meta: &std::fs::Metadata| {
         if meta.file_type().is_symlink() {
@@ -330,7 +319,7 @@ pub fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, EmitError> {
         } else if !meta.is_file() {
             Err(EmitError::NotRegular {
                 path: path.to_path_buf(),
-                kind: kind_of(meta),
+                kind: crate::inputs::file_kind(meta.file_type()),
             })
         } else {
             Ok(())
@@ -344,20 +333,21 @@ pub fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, EmitError> {
         &mut options,
         libc::O_NONBLOCK | libc::O_NOFOLLOW,
     );
-    let io = |source| EmitError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = options.open(path).map_err(io)?;
-    refuse(&file.metadata().map_err(io)?)?;
+    let io = write_err(path);
+    let mut file = options.open(path).map_err(&io)?;
+    refuse(&file.metadata().map_err(&io)?)?;
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(io)?;
+    file.read_to_end(&mut bytes).map_err(&io)?;
     Ok(Some(bytes))
 }
 
-/// What a file system entry is, for messages (`a FIFO`, `a folder`, ...).
-fn kind_of(meta: &std::fs::Metadata) -> &'static str {
-    crate::inputs::file_kind(meta.file_type())
+/// For `map_err`: an I/O failure on `path` before any file was replaced.
+fn write_err(path: &Path) -> impl Fn(std::io::Error) -> EmitError + use<> {
+    let path = path.to_path_buf();
+    move |source| EmitError::Write {
+        path: path.clone(),
+        source,
+    }
 }
 
 /// A lock on the output folder for one [`ensure_tree`] run (`flock` on the folder itself, so it
@@ -366,12 +356,9 @@ struct TreeLock(#[allow(dead_code, reason = "held for its lock")] std::fs::File)
 
 impl TreeLock {
     fn take(root: &Path, mode: Mode) -> Result<Self, EmitError> {
-        let io = |source| EmitError::Write {
-            path: root.to_path_buf(),
-            source,
-        };
-        let dir = std::fs::File::open(root).map_err(io)?;
-        if !dir.metadata().map_err(io)?.is_dir() {
+        let io = write_err(root);
+        let dir = std::fs::File::open(root).map_err(&io)?;
+        if !dir.metadata().map_err(&io)?.is_dir() {
             return Err(EmitError::NotRegular {
                 path: root.to_path_buf(),
                 kind: "not a folder",
@@ -412,10 +399,6 @@ impl TreeLock {
 /// Removes the temporary files ([`TEMP_PREFIX`]) in `dir` (not below it), if it exists; returns
 /// their paths.
 fn remove_temporaries(dir: &Path) -> Result<Vec<PathBuf>, EmitError> {
-    let write_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| EmitError::Write { path, source }
-    };
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
