@@ -119,8 +119,7 @@ impl Config {
     /// This configuration writing (or checking) the generated crate at `out` instead (`regen
     /// --out`), for the target list of that tree: when `out` is the `generated/` folder of a
     /// checkout with a `generator/targets.txt`, that list; otherwise the `ctk-*` features its
-    /// `Cargo.toml` declares ([`emit::manifest_targets`](crate::emit::manifest_targets)). So
-    /// the all-target files written there (`src/bindings/mod.rs`, the cargo features) name the
+    /// `Cargo.toml` declares ([`crate::manifest::targets`]). So the all-target files written there (`src/bindings/mod.rs`, the cargo features) name the
     /// targets that tree holds, not this checkout's. Everything else (lock, deny-lists,
     /// templates, cache) stays this checkout's: they are the generator.
     pub fn for_out(self, out: PathBuf) -> Result<Self, ConfigError> {
@@ -132,8 +131,8 @@ impl Config {
         let (targets, targets_from) = match list {
             Some(list) => (TargetList::load(&list)?.targets, TargetsFrom::List(list)),
             None => (
-                crate::emit::manifest_targets(&out)?,
-                TargetsFrom::Manifest(out.join(crate::emit::MANIFEST)),
+                crate::manifest::targets(&out)?,
+                TargetsFrom::Manifest(out.join(crate::manifest::PATH)),
             ),
         };
         Ok(Config {

@@ -16,6 +16,7 @@ pub mod emit;
 pub mod history;
 pub mod inputs;
 pub mod layout;
+pub mod manifest;
 pub mod model;
 pub mod pipeline;
 pub mod reader;

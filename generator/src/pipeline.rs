@@ -1,6 +1,6 @@
 //! The whole pipeline, in memory: inputs → reader → model → writer → sealed files, for one target
 //! ([`generate`]) and for the whole generated crate ([`generate_crate`]: every file regen writes
-//! and check compares). Nothing is written here; [`crate::emit::ensure_tree`] writes or checks
+//! and check compares). Nothing is written here; [`crate::emit::tree::ensure_tree`] writes or checks
 //! the output.
 
 use std::collections::BTreeSet;
@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use crate::Ctk;
 use crate::audit;
 use crate::config::Config;
+use crate::emit::render::{self, RecordedGenerator};
 use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
 use crate::layout::{self, LayoutError};
+use crate::manifest;
 use crate::model::{ApiModel, Model, Summary};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::shared::Shared;
@@ -140,28 +142,32 @@ fn write_target(
 ) -> Result<Generated, GenerateError> {
     let ctk = inputs.headers.ctk;
     let templates = &config.templates.parse();
+    let generator = &RecordedGenerator::this(config.templates.sha256());
+    let rust_file = |name: &str, file: Result<syn::File, TemplateError>| {
+        let path = emit::target_dir(ctk).join(name);
+        let file = filled(&path, file)?;
+        Ok::<_, GenerateError>(render::rust_file(generator, Some(ctk), path, &file)?)
+    };
     let driver = rust_file(
-        ctk,
         "driver.rs",
         Ok(write_audited(&model, &model.driver, templates, shared)?),
     )?;
     let runtime = rust_file(
-        ctk,
         "runtime.rs",
         Ok(write_audited(&model, &model.runtime, templates, shared)?),
     )?;
     // The layout oracle: gcc's numbers for the model's types, and its test module in mod.rs.
     let oracle = layout::target_file(&model, &inputs.headers.include_dirs)?;
     let target_mod = writer::write_target_mod(&model, &oracle.machine, templates);
-    let module = rust_file(ctk, "mod.rs", target_mod)?;
+    let module = rust_file("mod.rs", target_mod)?;
     let layout = rust_file(
-        ctk,
         layout::FILE,
         writer::write_layout(&oracle.values, templates),
     )?;
     // The summary's digest, sealed with the target's files: what vouches for a cached summary.
     let summary = summary.to_text();
-    let provenance = emit::provenance_file(
+    let provenance = render::provenance_file(
+        generator,
         ctk,
         &inputs.provenance(),
         &[&module, &driver, &runtime, &layout],
@@ -173,17 +179,6 @@ fn write_target(
         files: vec![module, driver, runtime, layout, provenance],
         warnings: inputs.libclang.warning.iter().cloned().collect(),
     })
-}
-
-/// One target's Rust file, refused where its template could not be filled or it holds an
-/// unfilled placeholder.
-fn rust_file(
-    ctk: Ctk,
-    name: &str,
-    file: Result<syn::File, TemplateError>,
-) -> Result<GeneratedFile, GenerateError> {
-    let file = filled(&emit::target_dir(ctk).join(name), file)?;
-    Ok(emit::rust_file(ctk, name, &file)?)
 }
 
 /// What one generated target contributes to the crate, as plain data that crosses the worker
@@ -456,9 +451,11 @@ pub fn generate_crate_with(
     )?;
     let common = writer::write_common(&shared, &templates);
     let mut files: Vec<GeneratedFile> = generated.iter().flat_map(|g| g.files.clone()).collect();
-    files.push(emit::bindings_mod(&module_list)?);
-    files.push(emit::common(&common)?);
-    files.push(emit::manifest(&config.out, &config.targets)?);
+    let generator = RecordedGenerator::this(config.templates.sha256());
+    for (path, file) in [(emit::BINDINGS_MOD, &module_list), (emit::COMMON, &common)] {
+        files.push(render::rust_file(&generator, None, path.into(), file)?);
+    }
+    files.push(manifest::for_targets(&config.out, &config.targets)?);
     Ok(CrateOutput {
         complete: config.targets.iter().all(|c| ctks.contains(c)),
         generated,

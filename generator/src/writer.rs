@@ -27,6 +27,8 @@ pub struct Templates {
     sources: Vec<(&'static str, String)>,
     /// Where they were read from.
     dir: PathBuf,
+    /// The SHA-256 of `sources` ([`Templates::sha256`]).
+    sha256: String,
 }
 
 /// The template files, parsed.
@@ -93,19 +95,32 @@ impl Templates {
     /// Reads the templates from `dir` (the workspace's `templates/`) and checks that they parse
     /// and have the shape the writer expects.
     pub fn load(dir: &Path) -> Result<Self, TemplateError> {
-        let mut sources = Vec::new();
+        let (mut sources, mut hashed) = (Vec::new(), Vec::new());
         for name in TEMPLATE_FILES {
             let path = dir.join(name);
             let text = std::fs::read_to_string(&path)
                 .map_err(|source| TemplateError::Read { path, source })?;
+            for part in [name.as_bytes(), &[0], &(text.len() as u64).to_le_bytes()] {
+                hashed.extend_from_slice(part);
+            }
+            hashed.extend_from_slice(text.as_bytes());
             sources.push((name, text));
         }
         let templates = Templates {
             sources,
             dir: dir.to_path_buf(),
+            sha256: crate::inputs::sha256_hex(&hashed),
         };
         templates.try_parse()?;
         Ok(templates)
+    }
+
+    /// The SHA-256 (hex) of the template files' bytes as read, which every generation parses:
+    /// of each file in turn, its name, a zero byte, its length (8 bytes, little-endian) and its
+    /// bytes. Every generated file records it ([`crate::emit::render::RecordedGenerator`]), so
+    /// that a template edit, even one that changes no output, makes `cargo xtask check` fail.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
     }
 
     /// The templates parsed, for one generation (about a millisecond).
@@ -1102,4 +1117,29 @@ pub fn compatibility_table(models: &[&Summary]) -> Vec<String> {
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_templates_hash_is_of_the_template_bytes_read() {
+        let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates");
+        let dir = tempfile::tempdir().unwrap();
+        for name in TEMPLATE_FILES {
+            std::fs::copy(real.join(name), dir.path().join(name)).unwrap();
+        }
+        let hash = Templates::load(dir.path()).unwrap().sha256().to_owned();
+        assert_eq!(hash.len(), 64);
+        assert_eq!(Templates::load(&real).unwrap().sha256(), hash);
+        // A file beside them that is no template is not read, so not hashed.
+        std::fs::write(dir.path().join("notes.md"), "notes").unwrap();
+        assert_eq!(Templates::load(dir.path()).unwrap().sha256(), hash);
+        // A comment changes no generated code, but it is a byte of a template the generator read.
+        let layout = dir.path().join("layout.rs");
+        let text = std::fs::read_to_string(&layout).unwrap();
+        std::fs::write(&layout, format!("{text}// a comment\n")).unwrap();
+        assert_ne!(Templates::load(dir.path()).unwrap().sha256(), hash);
+    }
 }

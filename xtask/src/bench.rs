@@ -13,8 +13,9 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{anyhow, bail, ensure};
 use hostcb_generator::allowlist::DenyList;
 use hostcb_generator::config::Config;
-use hostcb_generator::emit::{self, Mode};
+use hostcb_generator::emit::{self, tree::Mode};
 use hostcb_generator::inputs::Inputs;
+use hostcb_generator::manifest;
 use hostcb_generator::model::Api;
 use hostcb_generator::pipeline::{self, CrateOutput, Options};
 use hostcb_generator::reader::{self, HeaderSet};
@@ -232,15 +233,15 @@ fn regen_one(ws: &Config, ctk: hostcb_generator::Ctk) -> anyhow::Result<Duration
 fn regen_into(ws: &Config, out: &Path, threads: usize) -> anyhow::Result<Duration> {
     remove_dir(out)?;
     std::fs::create_dir_all(out).map_err(|e| anyhow!("cannot create {}: {e}", out.display()))?;
-    std::fs::copy(ws.out.join(emit::MANIFEST), out.join(emit::MANIFEST))
+    std::fs::copy(ws.out.join(manifest::PATH), out.join(manifest::PATH))
         .map_err(|e| anyhow!("cannot copy the manifest into {}: {e}", out.display()))?;
     let t0 = Instant::now();
     let output = generate_all(ws, threads)?;
-    let summary = emit::ensure_tree(out, &output.files, output.complete, Mode::Write)?;
+    let summary = emit::tree::ensure_tree(out, &output.files, output.complete, Mode::Write)?;
     let elapsed = t0.elapsed();
-    let manifest = Path::new(emit::MANIFEST);
-    let sealed = output.files.iter().filter(|f| f.path != manifest).count();
-    let written = summary.written.iter().filter(|p| *p != manifest).count();
+    let cargo_toml = Path::new(manifest::PATH);
+    let sealed = output.files.iter().filter(|f| f.path != cargo_toml).count();
+    let written = summary.written.iter().filter(|p| *p != cargo_toml).count();
     ensure!(
         written == sealed,
         "regen wrote {written} of {sealed} sealed files into the empty folder {}",
@@ -337,7 +338,7 @@ fn check(ws: &Config) -> anyhow::Result<(Duration, String)> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let output = generate_all(ws, threads)?;
     let diffs =
-        emit::ensure_tree(&ws.out, &output.files, output.complete, Mode::Check)?.differences;
+        emit::tree::ensure_tree(&ws.out, &output.files, output.complete, Mode::Check)?.differences;
     let elapsed = t0.elapsed();
     let note = if diffs.is_empty() {
         "regenerate all + compare, up to date".to_owned()

@@ -20,7 +20,7 @@ use anyhow::{Context, anyhow, bail};
 use hostcb_generator::Ctk;
 use hostcb_generator::config::{Config, Environment};
 use hostcb_generator::emit;
-use hostcb_generator::emit::Mode;
+use hostcb_generator::emit::tree::Mode;
 use hostcb_generator::inputs::Lock;
 use hostcb_generator::pipeline;
 use hostcb_generator::target::spelled;
@@ -132,7 +132,7 @@ pub fn oracle(ws: &Config, args: &Args) -> anyhow::Result<(String, usize)> {
         },
     )?;
     let root = scratch.out.clone();
-    emit::ensure_tree(&root, &output.files, output.complete, Mode::Write)?;
+    emit::tree::ensure_tree(&root, &output.files, output.complete, Mode::Write)?;
     if args.tamper {
         tamper(&root, ctks[0])?;
     }

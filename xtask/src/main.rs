@@ -40,7 +40,9 @@ use anyhow::bail;
 use clap::{Parser, Subcommand};
 use hostcb_generator::Ctk;
 use hostcb_generator::config::{Config, Environment, TARGETS_PATH, TargetsFrom};
-use hostcb_generator::emit::{self, Mode, RecordedGenerator, TreeReport};
+use hostcb_generator::emit;
+use hostcb_generator::emit::render::RecordedGenerator;
+use hostcb_generator::emit::tree::{Mode, TreeReport};
 use hostcb_generator::inputs::Lock;
 use hostcb_generator::pipeline::{self, Options, Others, TargetOutput};
 use hostcb_generator::target::spelled;
@@ -358,7 +360,7 @@ fn regen(
     for w in &output.warnings {
         eprintln!("warning: {w}");
     }
-    let summary = emit::ensure_tree(&root, &output.files, output.complete, Mode::Write)?;
+    let summary = emit::tree::ensure_tree(&root, &output.files, output.complete, Mode::Write)?;
     for f in &summary.written {
         eprintln!("wrote {}", root.join(f).display());
     }
@@ -410,7 +412,7 @@ const GENERATED_PACKAGE: &str = "cuda-hostcb";
 /// and keeps a TOML parser out of the xtask's dependencies.
 /// The manifest is opened only if it is a regular file (a FIFO there is an error, not a hang).
 fn is_generated_crate(dir: &Path) -> anyhow::Result<bool> {
-    let Some(bytes) = emit::read_regular(&dir.join("Cargo.toml"))? else {
+    let Some(bytes) = emit::tree::read_regular(&dir.join("Cargo.toml"))? else {
         return Ok(false);
     };
     let text = String::from_utf8_lossy(&bytes);
@@ -466,7 +468,7 @@ fn verify_roots(generated: &Path, targets: &[Ctk], paths: Vec<PathBuf>) -> Vec<V
 fn verify_options() -> VerifyOptions {
     VerifyOptions {
         regen_command: format!("cargo xtask regen --ctk {CTK_PLACEHOLDER}"),
-        temp_prefix: Some(emit::TEMP_PREFIX.to_owned()),
+        temp_prefix: Some(emit::tree::TEMP_PREFIX.to_owned()),
         ..VerifyOptions::default()
     }
 }
@@ -511,7 +513,7 @@ fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
     for w in &output.warnings {
         eprintln!("warning: {w}");
     }
-    let report = emit::ensure_tree(&config.out, &output.files, output.complete, Mode::Check)?;
+    let report = emit::tree::ensure_tree(&config.out, &output.files, output.complete, Mode::Check)?;
     report_kept(&config.out, &report);
     let diffs = &report.differences;
     if diffs.is_empty() {
@@ -528,7 +530,8 @@ fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
             d.diff
         );
     }
-    let others = other_generators(&config.out, &report);
+    let this = RecordedGenerator::this(config.templates.sha256());
+    let others = other_generators(&config.out, &report, &this);
     if let Some((other, files)) = others.iter().next() {
         let also = match others.len() {
             1 => String::new(),
@@ -539,7 +542,7 @@ fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
             diffs.len(),
             others.values().map(Vec::len).sum::<usize>(),
             files[0].display(),
-            RecordedGenerator::this()
+            this
         );
     }
     bail!(
@@ -549,20 +552,20 @@ fn check(config: &Config, ctk: &str) -> anyhow::Result<()> {
     )
 }
 
-/// The files of `report` that differ and whose header records another generator than this one
-/// (another version, or other sources), by generator.
+/// The files of `report` that differ and whose header records another generator than `this`
+/// (another version, other sources or other templates), by generator.
 fn other_generators(
     root: &Path,
     report: &TreeReport,
+    this: &RecordedGenerator,
 ) -> std::collections::BTreeMap<String, Vec<PathBuf>> {
-    let this = RecordedGenerator::this();
     let mut others = std::collections::BTreeMap::<String, Vec<PathBuf>>::new();
     for d in &report.differences {
-        let Ok(Some(bytes)) = emit::read_regular(&root.join(&d.path)) else {
+        let Ok(Some(bytes)) = emit::tree::read_regular(&root.join(&d.path)) else {
             continue;
         };
         if let Some(made_by) = RecordedGenerator::of_file(&bytes)
-            && made_by != this
+            && made_by != *this
         {
             others
                 .entry(made_by.to_string())

@@ -191,10 +191,10 @@ fn the_readme_backport_leaves_the_maintenance_branch_green() {
         .arg(&main)
         .arg(&maint));
     git(&maint, &["checkout", "--quiet", "-b", "release-12"]);
-    let emit = maint.join("generator/src/emit.rs");
+    let emit = maint.join("generator/src/emit/render.rs");
     let text = std::fs::read_to_string(&emit).unwrap();
-    let older = text.replacen("headers. Do not edit:", "headers; do not edit:", 1);
-    assert_ne!(text, older, "emit.rs has the header text to change");
+    let older = text.replacen(". Do not edit:", "; do not edit:", 1);
+    assert_ne!(text, older, "render.rs has the header text to change");
     std::fs::write(&emit, older).unwrap();
     std::fs::write(
         maint.join("generator/targets.txt"),
@@ -244,9 +244,11 @@ fn the_readme_backport_leaves_the_maintenance_branch_green() {
     assert!(!check.status.success(), "{text}");
     let error: Vec<&str> = text.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(error.len(), 1, "{text}");
+    let templates = hostcb_generator::writer::Templates::load(&main.join("templates")).unwrap();
     let main_generator = format!(
-        "hostcb-generator 0.1.0 (sources sha256 {})",
-        hostcb_generator::BUILT_FROM_SOURCES
+        "hostcb-generator 0.1.0 (sources sha256 {}, templates sha256 {})",
+        hostcb_generator::BUILT_FROM_SOURCES,
+        templates.sha256()
     );
     assert!(
         error[0].contains(&format!("made by another generator, {main_generator}"))

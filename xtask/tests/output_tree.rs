@@ -1,14 +1,20 @@
 //! What regen and check may do to the output tree, run with the real xtask binary and the real
-//! pinned inputs on a copy of the generated crate (`regen --out`): delete only files they can
-//! prove they wrote, survive a killed or overlapping run, never write through a symbolic link,
-//! and never open a FIFO where a file should be.
+//! pinned inputs on a copy of the generated crate (`regen --out`) or of the checkout: delete only
+//! files they can prove they wrote, leave whole files when killed or failing midway, survive an
+//! overlapping run, never write through a symbolic link, and never open a FIFO where a file
+//! should be.
 
-use std::path::Path;
-use std::process::Stdio;
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use hostcb_generator::emit::{self, tree::TEMP_PREFIX};
+
 use crate::fixture::{
-    copy_tree, crate_copy, mkfifo, one_error, stderr_of, succeeds, workspace, workspace_copy, xtask,
+    copy_tree, crate_copy, files_under, mkfifo, one_error, output_within, stderr_of, succeeds,
+    the_one_error, workspace, workspace_copy, xtask,
 };
 
 /// The newest listed target's folder name and `MAJOR.MINOR`, from the committed module list.
@@ -241,4 +247,283 @@ fn out_naming_a_file_says_it_is_not_a_folder() {
         error.contains(&format!("{} is not a folder", file.display())),
         "{error}"
     );
+}
+
+/// A copy of the checkout whose files that `regen --ctk <listed>` writes are older: each sealed
+/// one (the target's five, the module list, the shared types) a sealed version with one line
+/// more, and `Cargo.toml` without its `newest-target` feature. Returns the copy and, by path
+/// relative to `generated/`, each such file's old and new bytes.
+fn stale_checkout(listed: &str) -> (tempfile::TempDir, BTreeMap<PathBuf, [Vec<u8>; 2]>) {
+    let copy = workspace_copy();
+    let generated = copy.path().join("generated");
+    let mut files = BTreeMap::new();
+    let target = Path::new(emit::BINDINGS_DIR).join(listed);
+    let sealed = [emit::BINDINGS_MOD, emit::COMMON].map(PathBuf::from);
+    for rel in sealed
+        .into_iter()
+        .chain(emit::TARGET_FILES.map(|n| target.join(n)))
+    {
+        let new = std::fs::read_to_string(generated.join(&rel)).unwrap();
+        let ctk = hostcb_seal::check_contents(new.as_bytes()).unwrap().ctk;
+        let prefix = if rel.ends_with(emit::PROVENANCE) {
+            "#"
+        } else {
+            "//"
+        };
+        let (header, rest) = new.split_once('\n').unwrap();
+        let (_seal, body) = rest.split_once('\n').unwrap();
+        let unsealed = format!("{header}\n{body}{prefix} An older generation.\n");
+        let old = hostcb_seal::seal(&unsealed, &ctk, prefix).unwrap();
+        files.insert(rel, [old.into_bytes(), new.into_bytes()]);
+    }
+    let new = std::fs::read_to_string(generated.join("Cargo.toml")).unwrap();
+    let old: String = new
+        .split_inclusive('\n')
+        .filter(|l| !l.starts_with("newest-target = "))
+        .collect();
+    assert_ne!(old, new);
+    files.insert("Cargo.toml".into(), [old.into_bytes(), new.into_bytes()]);
+    for (rel, [old, _]) in &files {
+        std::fs::write(generated.join(rel), old).unwrap();
+    }
+    (copy, files)
+}
+
+/// The temporaries under `tree` (its paths), each the start of one of the new files of `files`:
+/// a staged copy, whole or cut short.
+fn staged_copies(
+    tree: &BTreeMap<PathBuf, Vec<u8>>,
+    files: &BTreeMap<PathBuf, [Vec<u8>; 2]>,
+    when: &str,
+) -> Vec<PathBuf> {
+    let temporaries: Vec<PathBuf> = tree
+        .keys()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(TEMP_PREFIX)
+        })
+        .cloned()
+        .collect();
+    for t in &temporaries {
+        assert!(
+            files.values().any(|[_, new]| new.starts_with(&tree[t])),
+            "{when}: the temporary {} is no staged copy",
+            t.display()
+        );
+    }
+    temporaries
+}
+
+/// A regen is killed (SIGKILL) at five points of its writing: after staging one file, after
+/// staging them all, after its first, a middle and its last rename; another fails a middle
+/// rename (EIO). Each time every file it writes is wholly old or wholly new, exactly those
+/// renamed before the stop are new, nothing else changed but staged copies under temporary
+/// names, `verify` passes and names each temporary, `check` names each file still old, and the
+/// next regen writes the rest and removes the temporaries. The points are calls of the C library
+/// that `output_tree/kill_at.c`, loaded into the real xtask binary, counts under `generated/`.
+#[test]
+fn a_regen_stopped_while_writing_leaves_whole_files_that_check_names_and_regen_repairs() {
+    let (listed, ctk) = a_listed_target();
+    let scratch = tempfile::tempdir().unwrap();
+    let (source, shim) = (
+        scratch.path().join("kill_at.c"),
+        scratch.path().join("kill_at.so"),
+    );
+    std::fs::write(&source, include_str!("output_tree/kill_at.c")).unwrap();
+    let built = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .args([&shim, &source])
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", stderr_of(&built));
+
+    struct Round {
+        copy: tempfile::TempDir,
+        files: BTreeMap<PathBuf, [Vec<u8>; 2]>,
+        before: BTreeMap<PathBuf, Vec<u8>>,
+        out: Output,
+        log: String,
+    }
+    // `regen --ctk <listed>` of a stale checkout, stopped at the `at`-th counted call (0: never).
+    let regen = |at: usize, how: &str| {
+        let (copy, files) = stale_checkout(&listed);
+        let generated = copy.path().join("generated").canonicalize().unwrap();
+        let before = files_under(&generated);
+        let log = scratch.path().join(format!("{at}-{how}.log"));
+        let mut cmd = xtask(copy.path(), &["regen", "--ctk", &ctk]);
+        cmd.env("LD_PRELOAD", &shim)
+            .env("KILL_UNDER", &generated)
+            .env("KILL_LOG", &log)
+            .env("KILL_AT", at.to_string())
+            .env("KILL_HOW", how);
+        let out = output_within(&mut cmd, REGEN);
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        Round {
+            copy,
+            files,
+            before,
+            out,
+            log,
+        }
+    };
+    let generated = |round: &Round| round.copy.path().join("generated").canonicalize().unwrap();
+    // What a stopped run left, once `renamed` files were renamed into place: the rest old, and
+    // staged copies; `verify` passes, `check` names the old files, and a regen repairs it all.
+    let assert_repairs = |round: &Round, renamed: usize, when: &str| {
+        let root = generated(round);
+        let tree = files_under(&root);
+        let temporaries = staged_copies(&tree, &round.files, when);
+        let mut old = Vec::new();
+        for (rel, [was, new]) in &round.files {
+            assert!(
+                tree[rel] == *was || tree[rel] == *new,
+                "{when}: {} is neither the old file nor the new one",
+                rel.display()
+            );
+            if tree[rel] == *was {
+                old.push(rel);
+            }
+        }
+        assert_eq!(
+            round.files.len() - old.len(),
+            renamed,
+            "{when}: old: {old:?}"
+        );
+        for (rel, bytes) in &round.before {
+            assert!(
+                round.files.contains_key(rel) || tree.get(rel) == Some(bytes),
+                "{when}: {} changed",
+                rel.display()
+            );
+        }
+        assert_eq!(
+            tree.len(),
+            round.before.len() + temporaries.len(),
+            "{when}: {:?}",
+            tree.keys()
+        );
+
+        let verify = output_within(&mut xtask(round.copy.path(), &["verify"]), REGEN);
+        let text = stderr_of(&verify);
+        assert!(verify.status.success(), "{when}: verify failed:\n{text}");
+        for t in &temporaries {
+            let skipped = format!(
+                "skipped {}: a temporary file left by an interrupted regen",
+                root.join(t).display()
+            );
+            assert!(
+                text.contains(&skipped),
+                "{when}: verify does not name {}:\n{text}",
+                t.display()
+            );
+        }
+        let mut cmd = xtask(round.copy.path(), &["check", "--ctk", &ctk]);
+        let check = output_within(&mut cmd, REGEN);
+        let text = stderr_of(&check);
+        if old.is_empty() {
+            assert!(check.status.success(), "{when}: check failed:\n{text}");
+        } else {
+            let error = the_one_error(&cmd, &check);
+            let stale = format!(
+                "{} generated file(s) are stale; run: cargo xtask regen --ctk",
+                old.len()
+            );
+            assert!(error.contains(&stale), "{when}: {error}");
+            for rel in &old {
+                let named = format!(
+                    "--- {} differs from what the generator produces now",
+                    rel.display()
+                );
+                assert!(
+                    text.contains(&named),
+                    "{when}: check does not name {}:\n{text}",
+                    rel.display()
+                );
+            }
+        }
+
+        succeeds(&mut xtask(round.copy.path(), &["regen", "--ctk", &ctk]));
+        let repaired = files_under(&root);
+        let mut expected = round.before.clone();
+        for (rel, [_, new]) in &round.files {
+            expected.insert(rel.clone(), new.clone());
+        }
+        assert!(
+            repaired == expected,
+            "{when}: the next regen did not make the tree new: {:?}",
+            crate::fixture::changed(&expected, &repaired)
+        );
+    };
+
+    // A whole run, counted: it stages every file it writes, then renames each into place.
+    let whole = regen(0, "");
+    assert!(whole.out.status.success(), "{}", stderr_of(&whole.out));
+    // Each counted call and its path, relative to `generated/`.
+    let calls: Vec<(&str, &Path)> = whole
+        .log
+        .lines()
+        .map(|l| {
+            let (_, call) = l.split_once(' ').unwrap();
+            let (kind, path) = call.split_once(' ').unwrap();
+            (
+                kind,
+                Path::new(path).strip_prefix(generated(&whole)).unwrap(),
+            )
+        })
+        .collect();
+    let n = whole.files.len();
+    assert!(
+        calls.len() >= n,
+        "the shim counted {} calls for {n} files written: does the writer still go through the C library's open and rename? {calls:#?}",
+        calls.len()
+    );
+    assert_repairs(&whole, n, "a whole run");
+    // The files a run stopped after its `at`-th call has replaced.
+    let renamed = |at: usize| {
+        calls[..at]
+            .iter()
+            .filter(|(kind, _)| *kind == "rename")
+            .count()
+    };
+    let first_rename = calls.iter().position(|(kind, _)| *kind == "rename");
+    let staged = first_rename.unwrap_or(calls.len());
+    let middle = (staged + 1 + calls.len()) / 2;
+
+    // Killed after staging one file, after staging all, after the first rename, a middle one, and
+    // the last call.
+    let mut points = vec![1, staged, staged + 1, middle, calls.len()];
+    points.retain(|at| (1..=calls.len()).contains(at));
+    points.dedup();
+    for at in points {
+        let round = regen(at, "kill");
+        let (kind, path) = calls[at - 1];
+        let when = format!("killed after {kind} {}", path.display());
+        assert_eq!(
+            round.out.status.signal(),
+            Some(9),
+            "{when}: not killed:\n{}",
+            stderr_of(&round.out)
+        );
+        assert_repairs(&round, renamed(at), &when);
+    }
+
+    // A middle rename fails.
+    let (kind, path) = calls[middle - 1];
+    assert_eq!(kind, "rename", "{calls:#?}");
+    let round = regen(middle, "fail");
+    let when = format!("rename to {} failing", path.display());
+    let error = the_one_error(&when, &round.out);
+    assert!(
+        error.contains(&format!(
+            "cannot write {}: ",
+            generated(&round).join(path).display()
+        )) && error.contains(
+            "regen stopped midway, so the files it replaced before this one are new and the others old"
+        ),
+        "{when}: {error}"
+    );
+    assert_repairs(&round, renamed(middle - 1), &when);
 }

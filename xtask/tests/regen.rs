@@ -88,7 +88,7 @@ fn regen_into_another_tree_twice() {
     // A regen killed while writing leaves a temporary file: verify skips it with a note, and the
     // next regen removes it.
     let driver = std::fs::read(dir.join("driver.rs")).unwrap();
-    let stale = dir.join(format!("{}Ab12Cd", emit::TEMP_PREFIX));
+    let stale = dir.join(format!("{}Ab12Cd", emit::tree::TEMP_PREFIX));
     std::fs::write(&stale, &driver[..driver.len() / 2]).unwrap();
     let report = hostcb_seal::verify_tree(out.path(), &expected, &options).unwrap();
     assert!(report.is_ok(), "{report}");
@@ -106,7 +106,7 @@ fn temporaries(dir: &Path) -> Vec<std::ffi::OsString> {
     std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
-        .filter(|n| n.to_string_lossy().starts_with(emit::TEMP_PREFIX))
+        .filter(|n| n.to_string_lossy().starts_with(emit::tree::TEMP_PREFIX))
         .collect()
 }
 

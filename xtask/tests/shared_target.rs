@@ -39,10 +39,10 @@ fn cargo_xtask_in_the_older_checkout_runs_its_own_generator() {
     clone_head(&b);
 
     // B's generator writes another header line, so each of B's generated files is stale for it.
-    let emit = b.join("generator/src/emit.rs");
+    let emit = b.join("generator/src/emit/render.rs");
     let text = std::fs::read_to_string(&emit).unwrap();
-    let edited = text.replacen("headers. Do not edit:", "headers; do not edit:", 1);
-    assert_ne!(text, edited, "emit.rs has the header text to change");
+    let edited = text.replacen(". Do not edit:", "; do not edit:", 1);
+    assert_ne!(text, edited, "render.rs has the header text to change");
     std::fs::write(&emit, edited).unwrap();
     age(&b);
 

@@ -1,12 +1,14 @@
-//! What a sealed file may be made from: only what the lock or the repository roots. The input
-//! cache is shared and writable, so a summary it holds is used only when the committed, sealed
-//! provenance of its target vouches for it.
+//! What a sealed file may be made from: only what the lock or the repository roots, each named by
+//! its provenance (the templates too). The input cache is shared and writable, so a summary it
+//! holds is used only when the committed, sealed provenance of its target vouches for it.
 
 use hostcb_generator::config::Config;
+use hostcb_generator::emit::{self, render::RecordedGenerator};
+use hostcb_generator::writer::Templates;
 
 use crate::fixture::{
-    changed, copy_generated_crate, copy_wheels, files_under, sha256_hex, succeeds, target_specs,
-    workspace, xtask,
+    HUNG, changed, copy_generated_crate, copy_wheels, files_under, one_error, sha256_hex, succeeds,
+    target_specs, workspace, workspace_copy, xtask,
 };
 
 /// The attack of a writer of a shared input cache: after a regen has cached the summaries of the
@@ -83,4 +85,47 @@ fn a_forged_cached_summary_is_ignored_and_nothing_sealed_changes() {
 
     let third = regen();
     assert!(!third.contains("ignored"), "{third}");
+}
+
+/// The templates are part of the generator: an edit of one that changes no generated code (a
+/// comment) still changes every generated file's provenance, so `check` fails, naming the
+/// generator of the committed files and this one by their templates' SHA-256, until a regen
+/// records the templates it read.
+#[test]
+fn a_template_edit_changes_provenance_and_check_notices() {
+    let copy = workspace_copy();
+    let ctk = Config::listed_targets(copy.path()).unwrap()[0];
+    let templates = || Templates::load(&copy.path().join("templates")).unwrap();
+    let before = RecordedGenerator::this(templates().sha256());
+    let layout = copy.path().join("templates/layout.rs");
+    let text = std::fs::read_to_string(&layout).unwrap();
+    std::fs::write(
+        &layout,
+        format!("{text}// A note that changes no generated code.\n"),
+    )
+    .unwrap();
+    let after = RecordedGenerator::this(templates().sha256());
+    assert_ne!(before, after);
+
+    let check = || xtask(copy.path(), &["check", "--ctk", &ctk.to_string()]);
+    let error = one_error(&mut check(), HUNG);
+    assert!(
+        error.contains(&format!(
+            "made by another generator, {before}, not by this checkout's, {after};"
+        )),
+        "{error}"
+    );
+    succeeds(&mut xtask(
+        copy.path(),
+        &["regen", "--ctk", &ctk.to_string()],
+    ));
+    succeeds(&mut check());
+    let provenance = copy
+        .path()
+        .join("generated")
+        .join(emit::target_dir(ctk))
+        .join(emit::PROVENANCE);
+    let provenance = std::fs::read_to_string(provenance).unwrap();
+    let recorded = format!("\ntemplates_sha256 = \"{}\"\n", templates().sha256());
+    assert!(provenance.contains(&recorded), "{provenance}");
 }

@@ -12,7 +12,7 @@
 //! Its key and trailing checksum only find an entry and catch damage; anyone who can write the
 //! folder can write a well-formed entry under the right name. So an entry is used only when the
 //! SHA-256 of its text is the one that the target's committed, sealed `provenance.toml` records
-//! ([`crate::emit::sealed_summary_sha256`]), which the regen that generated the target from its
+//! ([`crate::emit::render::sealed_summary_sha256`]), which the regen that generated the target from its
 //! hash-checked headers wrote; every other entry is ignored with a warning, and the headers are
 //! read again. Only `regen` reads the cache ([`super::Others::Cached`]); `check` always reads
 //! every listed target's headers.
@@ -106,7 +106,7 @@ impl<'a> Cache<'a> {
         let Ok(text) = std::fs::read_to_string(&path) else {
             return Ok(None);
         };
-        let Some(sealed) = crate::emit::sealed_summary_sha256(&self.config.out, ctk) else {
+        let Some(sealed) = crate::emit::render::sealed_summary_sha256(&self.config.out, ctk) else {
             return Ok(None);
         };
         let ignored = |why: String| {

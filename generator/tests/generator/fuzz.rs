@@ -187,7 +187,7 @@ fn check_provenance(bytes: &[u8], seeds: &Seeds) -> Result<(), String> {
         .join(emit::PROVENANCE);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, bytes).unwrap();
-    let Some(digest) = emit::sealed_summary_sha256(root, Ctk::V13_0) else {
+    let Some(digest) = emit::render::sealed_summary_sha256(root, Ctk::V13_0) else {
         return Ok(());
     };
     let info = hostcb_seal::check_contents(bytes)

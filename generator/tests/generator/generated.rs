@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use hostcb_generator::Ctk;
 use hostcb_generator::audit;
-use hostcb_generator::emit::{self, Mode};
+use hostcb_generator::emit::{self, tree::Mode};
 use hostcb_generator::model::PerThreadVariant;
 use hostcb_generator::pipeline::{self, Options};
 
@@ -162,9 +162,9 @@ fn generation_is_deterministic_and_a_second_write_changes_nothing() {
     let second = pipeline::generate(&config, Ctk::V12_9, &Options::default()).expect("generate");
     assert_eq!(first.files, second.files);
     let out = tempfile::tempdir().unwrap();
-    let written = emit::ensure_tree(out.path(), &first.files, false, Mode::Write).unwrap();
+    let written = emit::tree::ensure_tree(out.path(), &first.files, false, Mode::Write).unwrap();
     assert_eq!(written.written.len(), first.files.len());
-    let again = emit::ensure_tree(out.path(), &second.files, false, Mode::Write).unwrap();
+    let again = emit::tree::ensure_tree(out.path(), &second.files, false, Mode::Write).unwrap();
     assert!(again.written.is_empty(), "{:?}", again.written);
     assert_eq!(again.unchanged.len(), first.files.len());
 }
