@@ -15,6 +15,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use hostcb_seal::file::{self, Links};
+
 use super::{BINDINGS_DIR, EmitError, GeneratedFile};
 use crate::Ctk;
 
@@ -301,44 +303,21 @@ fn no_links(root: &Path, rel: &Path) -> Result<(), EmitError> {
 }
 
 /// The bytes of the regular file at `path`, or `None` where nothing is. A link, FIFO, socket,
-/// device or folder is an error, and is never opened for reading its contents (a FIFO would
-/// block the reader): the path is looked at without following it, and opened without following
-/// a link and without blocking, then checked again.
+/// device or folder is an error, and is never read (a FIFO would block the reader): see
+/// [`hostcb_seal::file::read_regular`], with links refused.
 pub fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, EmitError> {
-    use std::io::Read;
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(write_err(path)(source)),
-    };
-    let refuse = |meta: &std::fs::Metadata| {
-        if meta.file_type().is_symlink() {
-            Err(EmitError::Link {
-                path: path.to_path_buf(),
-            })
-        } else if !meta.is_file() {
-            Err(EmitError::NotRegular {
-                path: path.to_path_buf(),
-                kind: crate::inputs::file_kind(meta.file_type()),
-            })
-        } else {
-            Ok(())
-        }
-    };
-    refuse(&meta)?;
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(
-        &mut options,
-        libc::O_NONBLOCK | libc::O_NOFOLLOW,
-    );
-    let io = write_err(path);
-    let mut file = options.open(path).map_err(&io)?;
-    refuse(&file.metadata().map_err(&io)?)?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(&io)?;
-    Ok(Some(bytes))
+    match file::read_regular(path, Links::Refuse) {
+        Ok(Ok(bytes)) => Ok(Some(bytes)),
+        Ok(Err("a symbolic link")) => Err(EmitError::Link {
+            path: path.to_path_buf(),
+        }),
+        Ok(Err(kind)) => Err(EmitError::NotRegular {
+            path: path.to_path_buf(),
+            kind,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(write_err(path)(source)),
+    }
 }
 
 /// For `map_err`: an I/O failure on `path` before any file was replaced.
