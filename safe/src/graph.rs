@@ -383,7 +383,8 @@ impl GraphExec {
     /// callbacks (handles dropped inside a closure): it costs one check and the driver's call
     /// (48 instructions over the stub driver, C's own call 43). The reaper thread runs them,
     /// woken by the callback that deferred them, so a program that only launches graphs sees
-    /// them run without another call (`bench/tests/bench/stub_driver.rs`: before the next launch).
+    /// them run without another call (`bench/cpu/tests/stub/stub_driver.rs`: before the next
+    /// launch).
     #[inline]
     pub fn launch(&self, stream: &Stream) -> Result<(), Error> {
         // The one entry check without the deferred destructions (see the method's docs): a

@@ -18,7 +18,7 @@
 //!
 //! These stubs are the only self-patching function pointers on a call's path, and the loader's
 //! `as_fn` the only place an address becomes a function. What they are worth, counted by
-//! callgrind over the stub driver (`cargo bench -p hostcb-bench --bench cpu -- --count`,
+//! callgrind over the stub driver (`cargo bench -p hostcb-cpu-bench --bench cpu -- --count`,
 //! instructions per call, the host function's own work included):
 //!
 //! | path | first-call stub | a test per call instead |

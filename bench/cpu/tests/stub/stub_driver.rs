@@ -11,7 +11,7 @@
 //!   destroyed after the release of the context it was made in), and a program that only
 //!   launches a graph sees the handles its host nodes drop destroyed without another call.
 //!
-//! The stub is the one `bench/build.rs` built on this machine (`HOSTCB_STUB_DIR`); where it is
+//! The stub is the one `bench/cpu/build.rs` built on this machine (`HOSTCB_STUB_DIR`); where it is
 //! not (an executable carried to another machine), each test says so and passes.
 
 use std::future::Future;
@@ -86,7 +86,7 @@ fn stub() -> Option<(MutexGuard<'static, ()>, &'static Stub)> {
         Some(stub) => Some((guard, stub)),
         None => {
             println!(
-                "SKIP: the stub driver is not in {} (built by bench/build.rs)",
+                "SKIP: the stub driver is not in {} (built by bench/cpu/build.rs)",
                 env!("HOSTCB_STUB_DIR")
             );
             None

@@ -1,8 +1,9 @@
 //! Builds, with gcc, into this package's `OUT_DIR` (under `target/`): the stub driver
 //! `stub/libcuda.so.1` (and the `libcuda.so` link a driver install has), the stub runtimes
 //! `stub/libcudart.so.12` and `stub/libcudart.so.13` (and `libcudart.so`, to the 13 one), and
-//! `cref.o`, the C side of the CPU bench, which only the bench executables link. The CPU bench
-//! finds the stubs through `HOSTCB_STUB_DIR`, set here at compile time.
+//! `cref.o`, the C side of the CPU bench, which only the bench executable links (not the tests).
+//! The CPU bench and the tests over the stub driver (tests/stub/) find the stubs through
+//! `HOSTCB_STUB_DIR`, set here at compile time.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

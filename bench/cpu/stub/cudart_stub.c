@@ -1,8 +1,8 @@
 // A stub CUDA runtime (libcudart.so.12 or libcudart.so.13, by STUB_RUNTIME_VERSION) for
-// measuring the CPU cost of calls into CUDA, built by the bench's build script (bench/build.rs)
-// into target/. Like the stub driver (cuda_stub.c) it is honest about what it does:
-// cudaLaunchHostFunc calls the host function at once, on the calling thread, and counts the
-// call; every entry point counts its calls (hostcb_stub_rt_count), and the bench checks them.
+// measuring the CPU cost of calls into CUDA, built by the bench's build script
+// (bench/cpu/build.rs) into target/. Like the stub driver (cuda_stub.c) it is honest about what
+// it does: cudaLaunchHostFunc calls the host function at once, on the calling thread, and counts
+// the call; every entry point counts its calls (hostcb_stub_rt_count), and the bench checks them.
 // cudaStreamQuery returns cudaErrorNotReady on a stream marked busy with
 // hostcb_stub_rt_set_pending (the stub's own control, not a CUDA function).
 #include <stdlib.h>

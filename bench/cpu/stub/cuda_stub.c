@@ -1,5 +1,5 @@
 // A stub CUDA driver (libcuda.so.1) for measuring the CPU cost of calls into CUDA, built by the
-// bench's build script (bench/build.rs) into target/; never a test double for behaviour.
+// bench's build script (bench/cpu/build.rs) into target/; never a test double for behaviour.
 //
 // It is honest about what it does: cuLaunchHostFunc on a stream that is not capturing calls the
 // host function at once, on the calling thread, and counts the call (cuStreamAddCallback calls
@@ -78,7 +78,8 @@ enum {
 
 #define STUB_DRIVER_VERSION 13000
 
-// What the stub counts; the indices are hostcb_stub_count's argument (bench/stub.rs mirrors them).
+// What the stub counts; the indices are hostcb_stub_count's argument (the CPU bench's stub.rs,
+// bench/cpu/benches/cpu/stub.rs, mirrors them).
 enum {
   COUNT_HOST_CALLS,      // host functions called (stream launches and graph launches)
   COUNT_LAUNCH_HOST_FUNC, // cuLaunchHostFunc calls that succeeded

@@ -39,12 +39,12 @@ pub enum Count {
     EventQueries,
     #[allow(
         dead_code,
-        reason = "mirrors the C list; checked by tests/bench/stub_driver.rs"
+        reason = "mirrors the C list; checked by tests/stub/stub_driver.rs"
     )]
     StreamDestroys,
     #[allow(
         dead_code,
-        reason = "mirrors the C list; checked by tests/bench/stub_driver.rs"
+        reason = "mirrors the C list; checked by tests/stub/stub_driver.rs"
     )]
     DestroyedAfterRelease,
 }

@@ -1,4 +1,4 @@
-// The C side of the CPU bench (bench/benches/cpu.rs), linked into the bench executable: what a C
+// The C side of the CPU bench (bench/cpu/benches/cpu), linked into the bench executable: what a C
 // program calling CUDA directly does, one call per function, for comparison with the Rust
 // paths; and the callgrind client requests that delimit each measured path.
 //

@@ -31,7 +31,7 @@
 //! `cuLaunchHostFunc` one minor version later than its header says), so every simulated driver
 //! must fail, and the test with them.
 //!
-//! The stub is the one `bench/build.rs` built on this machine (`HOSTCB_STUB_DIR`); where it is
+//! The stub is the one `bench/cpu/build.rs` built on this machine (`HOSTCB_STUB_DIR`); where it is
 //! not (an executable carried to another machine), the test says so and passes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -434,7 +434,7 @@ fn every_driver_version_answers_its_own_typedefs() {
     let stub = stub_path();
     if !stub.is_file() {
         println!(
-            "SKIP: the stub driver is not at {} (built by bench/build.rs)",
+            "SKIP: the stub driver is not at {} (built by bench/cpu/build.rs)",
             stub.display()
         );
         return;
@@ -496,7 +496,11 @@ fn every_driver_version_answers_its_own_typedefs() {
 /// hash-checked runtime wheel through `tools/pinned-runtimes --headers` (the script that gives
 /// the GPU bundle its runtimes), from the input cache or fetched into it.
 fn write_tables(dir: &Path) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    // The workspace root, two folders above this package (bench/cpu).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let script = root.join("tools/pinned-runtimes");
     let out = Command::new("python3")

@@ -1,4 +1,4 @@
-//! The instruction budgets of `bench/budgets.txt` and the target ratios, checked against the
+//! The instruction budgets of `bench/cpu/budgets.txt` and the target ratios, checked against the
 //! counts callgrind took.
 //!
 //! Two kinds of lines (`#` starts a comment):
@@ -63,7 +63,7 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, String> {
 /// The ratio rules of the checked-in file, for the report of a plain run.
 pub fn targets() -> Vec<Rule> {
     parse(include_str!("../../budgets.txt"))
-        .expect("bench/budgets.txt parses")
+        .expect("bench/cpu/budgets.txt parses")
         .into_iter()
         .filter(|r| matches!(r, Rule::Ratio { .. }))
         .collect()
@@ -110,7 +110,7 @@ pub fn report_targets(
 /// Checks every rule against `counts` (instructions per call by path); returns the report and
 /// whether every rule holds. A path a rule names that was not counted breaks the rule.
 pub fn check(rules: &[Rule], counts: &BTreeMap<String, f64>) -> (String, bool) {
-    let mut out = String::from("\ninstruction budgets (bench/budgets.txt):\n");
+    let mut out = String::from("\ninstruction budgets (bench/cpu/budgets.txt):\n");
     let mut ok = true;
     let mut line = |good: bool, text: String| {
         ok &= good;
@@ -149,7 +149,8 @@ pub fn check(rules: &[Rule], counts: &BTreeMap<String, f64>) -> (String, bool) {
     } else {
         out.push_str(
             "error: cpu bench: an instruction budget or target is broken (see FAIL above); a \
-             slower path is a regression to fix, a deliberate change updates bench/budgets.txt\n",
+             slower path is a regression to fix, a deliberate change updates \
+             bench/cpu/budgets.txt\n",
         );
     }
     (out, ok)

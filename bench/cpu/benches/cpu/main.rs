@@ -1,12 +1,13 @@
 //! CPU cost per call of the host-callback paths, over a stub driver and stub runtimes
-//! (`bench/stub/`, built by `bench/build.rs` into `target/`), side by side with C calling CUDA
-//! directly and with cudarc 0.19: time per call (interleaved rounds in one process) and exact
-//! instruction counts (callgrind), with `--check` against the budgets in `bench/budgets.txt`.
+//! (`bench/cpu/stub/`, built by `bench/cpu/build.rs` into `target/`), side by side with C
+//! calling CUDA directly and with cudarc 0.19: time per call (interleaved rounds in one process)
+//! and exact instruction counts (callgrind), with `--check` against the budgets in
+//! `bench/cpu/budgets.txt`.
 //!
 //! ```text
-//! cargo bench -p hostcb-bench --bench cpu                   # both tables (needs valgrind for the counts)
-//! cargo bench -p hostcb-bench --bench cpu -- --time-only    # times only
-//! cargo bench -p hostcb-bench --bench cpu -- --check        # counts, checked against bench/budgets.txt
+//! cargo bench -p hostcb-cpu-bench --bench cpu                   # both tables (needs valgrind for the counts)
+//! cargo bench -p hostcb-cpu-bench --bench cpu -- --time-only    # times only
+//! cargo bench -p hostcb-cpu-bench --bench cpu -- --check        # counts, checked against bench/cpu/budgets.txt
 //! ```
 //!
 //! # How it measures
@@ -54,7 +55,7 @@ usage: cpu [--time-only | --count | --check [BUDGETS]] [--rounds R] [--n N] [--c
   (default)       times every path and counts its instructions under callgrind; prints both
   --time-only     times only (no valgrind needed)
   --count         counts instructions only
-  --check [FILE]  counts instructions and checks them against FILE (default: bench/budgets.txt);
+  --check [FILE]  counts instructions and checks them against FILE (default: bench/cpu/budgets.txt);
                   exit 1 when a budget or a target ratio is broken
   --rounds R      timed rounds (default 15), --n N calls per path per round (default 100000)
   --count-n N     calls per path under callgrind (default 2000)
@@ -127,7 +128,7 @@ fn main() -> ExitCode {
     if !stub::dir().join("libcuda.so.1").is_file() {
         if std::env::args().any(|a| a == "--check") {
             eprintln!(
-                "error: cpu bench: --check needs the stub driver {}, which is missing; rebuild the bench (cargo bench -p hostcb-bench --bench cpu --no-run)",
+                "error: cpu bench: --check needs the stub driver {}, which is missing; rebuild the bench (cargo bench -p hostcb-cpu-bench --bench cpu --no-run)",
                 stub::dir().join("libcuda.so.1").display()
             );
             return ExitCode::FAILURE;
