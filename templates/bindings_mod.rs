@@ -9,8 +9,8 @@
 //   __EACH_MAJOR__! { .. }  what the braces hold, once per CUDA major (12, 13), with __MAJOR__ and
 //     __PART__ of the newest target of that major (of the newest target where none is)
 //   __TARGETS__      the targets, spelled `12.9, 13.0 and 13.5`
-//   __TABLE__! { .. }  what the braces hold, once per line of the compatibility table
-//     (writer::compatibility_table), with __LINE__ the line
+//   __TABLE__        the compatibility table (writer::compatibility_table): its doc attribute
+//                    becomes one per line of the table
 // A placeholder the writer has no value for stops generation.
 
 //! The generated bindings: one module per CUDA toolkit target of `generator/targets.txt`,
@@ -56,9 +56,7 @@ macro_rules! for_each_target {
 }
 
 pub mod compatibility {
-    __TABLE__! {
-        #![doc = "__LINE__"]
-    }
+    #![doc = "__TABLE__"]
 }
 
 __NEWEST_TARGET__! {

@@ -1,9 +1,15 @@
-// Template of one generated file (driver or runtime API of one CTK target). The generator fills
-// __DOC__ (the module documentation), __Ret__ (the API's status type: CUresult or cudaError_t),
-// __API__ (the API as crate::error::Api names it),
-// fills the `entry` module with one static per function and
-// lists them in `ALL`, and appends the types and wrappers after these items; the `use` of the
-// loading functions is kept only for the API the file covers.
+// Template of one generated file (driver or runtime API of one CTK target). The generator parses
+// this file with syn and fills its placeholders (identifiers and words of string literals spelled
+// `__LIKE_THIS__`):
+//   __DOC__          the module documentation (one doc attribute per line)
+//   __Ret__          the API's status type: CUresult or cudaError_t
+//   __API__          the API as crate::error::Api names it
+//   __RESULT__       the API's result mapper: driver_result or runtime_result
+//   __LOADER__       the loader items the API's entry points use
+//   __ALL__          every entry point, `&name`, in name order
+// It then puts one static per function into the `entry` module, before `ALL`, and appends the
+// types and wrappers after these items. A placeholder the writer has no value for stops
+// generation.
 
 #![doc = "__DOC__"]
 #![allow(
@@ -21,7 +27,7 @@
 )]
 
 use crate::error::Error;
-use crate::load::{driver_result, runtime_result};
+use crate::load::__RESULT__;
 
 /// The entry points of this file's functions: one lazily resolved static per function, named
 /// like it, whose type is the C signature of the function's declaration. That type is what
@@ -31,10 +37,10 @@ use crate::load::{driver_result, runtime_result};
 /// call and forwards that call's arguments unchanged (see [`crate::load::FirstCall`]).
 pub mod entry {
     use super::*;
-    use crate::load::{DriverFn, Entry, PerThreadVariant, RuntimeFn};
+    use crate::load::{__LOADER__};
 
     /// Every entry point of this file, in name order.
-    pub static ALL: &[&dyn Entry] = &[];
+    pub static ALL: &[&dyn Entry] = &[__ALL__];
 }
 
 // The API's status type is what the first-call stubs return (crate::load::Status). It is built

@@ -42,7 +42,7 @@ use std::process::Command;
 
 use crate::Ctk;
 use crate::model::{Api, ApiModel, Model};
-use crate::writer::{self, Value, Values, text};
+use crate::writer::{Value, Values, text};
 
 /// The name of the generated file in each target's folder.
 pub const FILE: &str = "layout.rs";
@@ -126,7 +126,7 @@ pub struct Counts {
 }
 
 /// The oracle of one target: the values of its `layout.rs` (`templates/layout.rs`, which
-/// [`writer::write_layout`] fills), and what it covers.
+/// [`crate::writer::write_layout`] fills), and what it covers.
 #[derive(Clone, Debug)]
 pub struct Oracle {
     /// The values of the placeholders of `templates/layout.rs`.
@@ -659,7 +659,7 @@ pub fn target_file(model: &Model, include_dirs: &[PathBuf]) -> Result<Oracle, La
     Ok(Oracle {
         values: vec![
             text("__CTK__", ctk),
-            ("__SKIPPED__", writer::doc_lines(skipped)),
+            ("__SKIPPED__", Value::Lines(skipped)),
             ("__EACH_API__", Value::Each(apis)),
         ],
         machine,

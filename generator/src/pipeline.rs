@@ -18,7 +18,7 @@ use crate::manifest;
 use crate::model::{ApiModel, Model, Summary};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::shared::Shared;
-use crate::writer::{self, ParsedTemplates, TemplateError};
+use crate::writer::{self, TemplateError};
 
 pub mod summaries;
 
@@ -31,17 +31,7 @@ pub enum GenerateError {
     /// bindgen or the model failed.
     #[error(transparent)]
     Read(#[from] ReadError),
-    /// A placeholder of a template reached the output unfilled (a misspelt placeholder).
-    #[error(
-        "{path}: the template placeholder(s) {names} were left unfilled; the generator fills only the placeholders templates/*.rs lists, so fix their spelling there (nothing was written)"
-    )]
-    Placeholder {
-        /// The file, relative to the generated crate.
-        path: PathBuf,
-        /// Every unfilled placeholder, joined with `, `.
-        names: String,
-    },
-    /// A module template could not be filled (a misspelt placeholder).
+    /// A template could not be filled (a misspelt placeholder).
     #[error("{path}: {source} (nothing was written)")]
     Fill {
         /// The file, relative to the generated crate.
@@ -148,14 +138,13 @@ fn write_target(
         let file = filled(&path, file)?;
         Ok::<_, GenerateError>(render::rust_file(generator, Some(ctk), path, &file)?)
     };
-    let driver = rust_file(
-        "driver.rs",
-        Ok(write_audited(&model, &model.driver, templates, shared)?),
-    )?;
-    let runtime = rust_file(
-        "runtime.rs",
-        Ok(write_audited(&model, &model.runtime, templates, shared)?),
-    )?;
+    let api_file = |name: &str, api: &ApiModel| {
+        let path = emit::target_dir(ctk).join(name);
+        let file = filled(&path, writer::write_api(&model, api, templates, shared))?;
+        rust_file(name, Ok(audited(&model, api, shared, file)?))
+    };
+    let driver = api_file("driver.rs", &model.driver)?;
+    let runtime = api_file("runtime.rs", &model.runtime)?;
     // The layout oracle: gcc's numbers for the model's types, and its test module in mod.rs.
     let oracle = layout::target_file(&model, &inputs.headers.include_dirs)?;
     let target_mod = writer::write_target_mod(&model, &oracle.machine, templates);
@@ -533,34 +522,23 @@ impl Decision {
     }
 }
 
-/// The file written to `path`, refused where its template could not be filled, or where an
-/// identifier or literal of it is still spelled like a template placeholder
-/// ([`writer::unfilled_placeholders`]).
+/// The file written to `path`, refused where its template could not be filled (a misspelt
+/// placeholder, see [`writer::PLACEHOLDER`]).
 fn filled(path: &Path, file: Result<syn::File, TemplateError>) -> Result<syn::File, GenerateError> {
-    let path = path.to_path_buf();
-    let file = file.map_err(|source| GenerateError::Fill {
-        path: path.clone(),
+    file.map_err(|source| GenerateError::Fill {
+        path: path.to_path_buf(),
         source,
-    })?;
-    let found = writer::unfilled_placeholders(&file);
-    if found.is_empty() {
-        return Ok(file);
-    }
-    Err(GenerateError::Placeholder {
-        path,
-        names: found.join(", "),
     })
 }
 
-/// Writes one API's file and runs the no-trampoline audit over it, before anything is sealed,
-/// written or compared.
-fn write_audited(
+/// Runs the no-trampoline audit over one API's file, before anything is sealed, written or
+/// compared.
+fn audited(
     model: &Model,
     api: &ApiModel,
-    templates: &ParsedTemplates,
     shared: &BTreeSet<String>,
+    file: syn::File,
 ) -> Result<syn::File, GenerateError> {
-    let file = writer::write_api(model, api, templates, shared);
     // The shared types the file re-exports, as the crate's `common` module defines them.
     let common: Vec<syn::Item> = api
         .types

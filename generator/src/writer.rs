@@ -1,17 +1,14 @@
-//! The writer: turns the model of one API of one target into a Rust file, by filling the
-//! wrapper templates in `templates/` (Rust files that syn parses; placeholders are identifiers
-//! and literals spelled `__LIKE_THIS__`, filled by a [`VisitMut`]), and writes the module files
-//! (a target's `mod.rs` and `layout.rs`, `src/bindings/mod.rs`) from their templates, filled at
-//! the token level (see [`Value`]).
-
-use std::path::{Path, PathBuf};
-
-use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
-use quote::ToTokens;
-use syn::punctuated::Punctuated;
-use syn::visit_mut::{self, VisitMut};
+//! The writer: turns the model of one API of one target into a Rust file, and writes the module
+//! files (a target's `mod.rs` and `layout.rs`, `src/bindings/mod.rs`), by filling the templates
+//! in `templates/`: Rust files that syn parses, whose placeholders, spelled `__LIKE_THIS__`
+//! ([`PLACEHOLDER`]), one token-level filler fills (see [`Value`]).
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use proc_macro2::{Delimiter, Group, Literal, Punct, Spacing, TokenStream, TokenTree};
+use quote::{ToTokens, quote};
+use syn::visit_mut::{self, VisitMut};
 
 use crate::Ctk;
 use crate::doc::{self, Links};
@@ -34,21 +31,21 @@ pub struct Templates {
 /// The template files, parsed.
 #[derive(Clone, Debug)]
 pub struct ParsedTemplates {
-    driver_function: FunctionTemplate,
-    runtime_function: FunctionTemplate,
-    file: syn::File,
+    driver_function: Template,
+    runtime_function: Template,
+    file: Template,
     host_function_lifetime: Vec<String>,
-    target_mod: ModuleTemplate,
-    bindings_mod: ModuleTemplate,
-    layout: ModuleTemplate,
+    target_mod: Template,
+    bindings_mod: Template,
+    layout: Template,
 }
 
-/// The template of one function: its entry point (a static, which goes into the file's `entry`
-/// module) and its wrapper.
+/// A template: a Rust file whose placeholders [`Template::fill`] fills at the token level, so
+/// that they may stand anywhere, in macro bodies and attributes too.
 #[derive(Clone, Debug)]
-struct FunctionTemplate {
-    entry: syn::ItemStatic,
-    wrapper: syn::ItemFn,
+struct Template {
+    path: PathBuf,
+    tokens: TokenStream,
 }
 
 /// A template that is missing or does not have the expected shape.
@@ -139,41 +136,37 @@ impl Templates {
                 .expect("every template file is read");
             (self.dir.join(name), text)
         };
-        let parse = |name: &str| -> Result<(PathBuf, syn::File), TemplateError> {
+        // A template, and whether its items have the shape `fits` expects, else `problem`.
+        let template = |name: &str, fits: fn(&mut syn::File) -> bool, problem: &str| {
             let (path, text) = read(name);
-            syn::parse_file(text)
-                .map(|f| (path.clone(), f))
-                .map_err(|source| TemplateError::Parse { path, source })
-        };
-        let function = |name: &str| -> Result<FunctionTemplate, TemplateError> {
-            let (path, file) = parse(name)?;
-            match file.items.as_slice() {
-                [syn::Item::Static(entry), syn::Item::Fn(wrapper)] => Ok(FunctionTemplate {
-                    entry: entry.clone(),
-                    wrapper: wrapper.clone(),
-                }),
-                _ => Err(TemplateError::Shape {
-                    path,
-                    problem: "must hold exactly one static (the entry point) and then one function (the wrapper)".to_owned(),
-                }),
+            let mut file = match syn::parse_file(text) {
+                Ok(file) => file,
+                Err(source) => return Err(TemplateError::Parse { path, source }),
+            };
+            if !fits(&mut file) {
+                let problem = problem.to_owned();
+                return Err(TemplateError::Shape { path, problem });
             }
+            let tokens = file.into_token_stream();
+            Ok(Template { path, tokens })
         };
-        let (path, file) = parse("file.rs")?;
-        if entry_module(&mut file.clone()).is_none() {
-            return Err(TemplateError::Shape {
-                path,
-                problem: "must hold a module `entry` with a static `ALL`".to_owned(),
-            });
-        }
+        let function = |name: &str| {
+            template(
+                name,
+                |f| matches!(f.items.as_slice(), [syn::Item::Static(_), syn::Item::Fn(_)]),
+                "must hold exactly one static (the entry point) and then one function (the wrapper)",
+            )
+        };
+        let module = |name: &str| template(name, |_| true, "");
         let (_, lifetime) = read("host_function_lifetime.md");
-        let module = |name: &str| -> Result<ModuleTemplate, TemplateError> {
-            let (path, file) = parse(name)?;
-            Ok(ModuleTemplate { path, file })
-        };
         Ok(ParsedTemplates {
             driver_function: function("driver_function.rs")?,
             runtime_function: function("runtime_function.rs")?,
-            file,
+            file: template(
+                "file.rs",
+                |f| entry_module(f).is_some(),
+                "must hold a module `entry` with a static `ALL`",
+            )?,
             host_function_lifetime: lifetime.lines().map(str::to_owned).collect(),
             target_mod: module("target_mod.rs")?,
             bindings_mod: module("bindings_mod.rs")?,
@@ -189,27 +182,38 @@ pub fn write_api(
     api: &ApiModel,
     templates: &ParsedTemplates,
     shared: &BTreeSet<String>,
-) -> syn::File {
-    let mut file = templates.file.clone();
-    let doc = module_doc(model, api.api);
-    let status: syn::Type = match api.api {
-        Api::Driver => syn::parse_quote!(CUresult),
-        Api::Runtime => syn::parse_quote!(cudaError_t),
+) -> Result<syn::File, TemplateError> {
+    // The file's values: the loader items this API uses, and `ALL`, every entry point.
+    let (status, api_value, loader, result) = match api.api {
+        Api::Driver => (
+            "CUresult",
+            "crate::error::Api::Driver".to_owned(),
+            "DriverFn, Entry, PerThreadVariant",
+            "driver_result",
+        ),
+        Api::Runtime => (
+            "cudaError_t",
+            format!(
+                "crate::error::Api::Runtime {{ major: {} }}",
+                model.ctk.major()
+            ),
+            "Entry, RuntimeFn",
+            "runtime_result",
+        ),
     };
-    let api_value: syn::Expr = match api.api {
-        Api::Driver => syn::parse_quote!(crate::error::Api::Driver),
-        Api::Runtime => {
-            let major = syn::LitInt::new(&model.ctk.major().to_string(), Span::call_site());
-            syn::parse_quote!(crate::error::Api::Runtime { major: #major })
-        }
-    };
-    Filler::for_module(doc, status, api_value).visit_file_mut(&mut file);
-    // Keep only the loader items this API uses.
-    let drop: &[&str] = match api.api {
-        Api::Driver => &["RuntimeFn", "runtime_result"],
-        Api::Runtime => &["DriverFn", "PerThreadVariant", "driver_result"],
-    };
-    RemoveUse(drop).visit_file_mut(&mut file);
+    let all: Vec<String> = api
+        .functions
+        .iter()
+        .map(|f| format!("&{}", f.name))
+        .collect();
+    let mut file = templates.file.fill(&vec![
+        ("__DOC__", Value::Lines(module_doc(model, api.api))),
+        text("__Ret__", status),
+        text("__API__", api_value),
+        text("__LOADER__", loader),
+        text("__RESULT__", result),
+        text("__ALL__", all.join(", ")),
+    ])?;
     // What the headers' comments may link to: every item this file emits.
     let mut links = Links::of_items(api.types.iter().flat_map(|t| &t.items));
     for f in &api.functions {
@@ -240,14 +244,26 @@ pub fn write_api(
     };
     let mut entries = Vec::new();
     for f in &api.functions {
-        let mut filler = Filler::for_function(model, api.api, f);
-        let mut entry = template.entry.clone();
-        filler.doc = doc_attrs(&entry_doc(api.api, f));
-        filler.visit_item_static_mut(&mut entry);
-        entries.push(entry);
-        let mut wrapper = template.wrapper.clone();
-        filler.doc = doc_attrs(&function_doc(api.api, f, templates, &carriers, &links));
-        filler.visit_item_fn_mut(&mut wrapper);
+        let mut values = function_values(model, api.api, f);
+        values.extend([
+            (
+                "__ENTRY_DOC__",
+                Value::Lines(doc_lines(&entry_doc(api.api, f))),
+            ),
+            (
+                "__DOC__",
+                Value::Lines(doc_lines(&function_doc(
+                    api.api, f, templates, &carriers, &links,
+                ))),
+            ),
+        ]);
+        let mut items = template.fill(&values)?.items.into_iter();
+        let (Some(syn::Item::Static(entry)), Some(syn::Item::Fn(mut wrapper)), None) =
+            (items.next(), items.next(), items.next())
+        else {
+            unreachable!("Templates::load checked the items, which values of text cannot add")
+        };
+        entries.push(syn::Item::Static(entry));
         if let Some(note) = &f.deprecated {
             wrapper.attrs.push(syn::parse_quote!(#[deprecated = #note]));
         }
@@ -276,14 +292,46 @@ pub fn write_api(
         .iter()
         .position(|i| matches!(i, syn::Item::Static(s) if s.ident == "ALL"))
         .expect("Templates::load checked `ALL`");
-    let syn::Item::Static(mut all) = items.remove(at) else {
-        unreachable!("found as a static above")
+    items.splice(at..at, entries);
+    Ok(file)
+}
+
+/// The values of the placeholders of a function template (`templates/driver_function.rs`,
+/// `runtime_function.rs`) for `f`, less its docs.
+fn function_values(model: &Model, api: Api, f: &Function) -> Values {
+    let per_thread = match (api, &f.per_thread) {
+        (_, None) => "None".to_owned(),
+        (Api::Driver, Some(pt)) => format!(
+            "Some(PerThreadVariant {{ version: {}, symbol: {} }})",
+            pt.version,
+            c_literal(&pt.symbol)
+        ),
+        (Api::Runtime, Some(pt)) => format!("Some({})", c_literal(&pt.symbol)),
     };
-    let names = api.functions.iter().map(|f| ident(&f.name));
-    all.expr = Box::new(syn::parse_quote!(&[#(&#names),*]));
-    items.extend(entries.into_iter().map(syn::Item::Static));
-    items.push(syn::Item::Static(all));
-    file
+    let join = |part: fn(&crate::model::Param) -> String| {
+        f.params.iter().map(part).collect::<Vec<_>>().join(", ")
+    };
+    let params = f.params.iter().map(|p| {
+        vec![
+            text("__params__", &p.name),
+            text("__Params__", p.ty.to_token_stream()),
+        ]
+    });
+    vec![
+        text("__name__", &f.name),
+        text("__base__", &f.base),
+        ("__params__", Value::Each(params.collect())),
+        text("__args__", join(|p| p.name.clone())),
+        text(
+            "__ParamTypes__",
+            join(|p| p.ty.to_token_stream().to_string()),
+        ),
+        text("__Ret__", f.ret.to_token_stream()),
+        text("__VERSION__", f.version),
+        text("__NEEDS__", f.needs),
+        text("__MAJOR__", model.ctk.major()),
+        text("__PER_THREAD__", per_thread),
+    ]
 }
 
 /// The name a type item defines (none for an impl or a layout check).
@@ -328,15 +376,9 @@ pub fn write_common(shared: &Shared, templates: &ParsedTemplates) -> syn::File {
     ]
     .join("\n");
     let mut attrs: Vec<syn::Attribute> = vec![syn::parse_quote!(#![doc = #doc])];
-    attrs.extend(
-        templates
-            .file
-            .attrs
-            .iter()
-            .filter(|a| !a.path().is_ident("doc"))
-            .cloned(),
-    );
-    let mut file = templates.file.clone();
+    let mut file: syn::File =
+        syn::parse2(templates.file.tokens.clone()).expect("Templates::load parsed it");
+    attrs.extend(file.attrs.drain(..).filter(|a| !a.path().is_ident("doc")));
     file.attrs = attrs;
     file.items = items;
     file
@@ -374,30 +416,29 @@ fn module_doc(model: &Model, api: Api) -> Vec<String> {
     ]
 }
 
-fn c_literal(s: &str) -> syn::LitCStr {
-    syn::LitCStr::new(
-        &std::ffi::CString::new(s).expect("C identifiers have no NUL"),
-        Span::call_site(),
-    )
+/// The C string literal of `s`, as Rust spells it.
+fn c_literal(s: &str) -> String {
+    Literal::c_string(&std::ffi::CString::new(s).expect("C identifiers have no NUL")).to_string()
 }
 
 fn ident(name: &str) -> syn::Ident {
-    syn::Ident::new(name, Span::call_site())
+    syn::Ident::new(name, proc_macro2::Span::call_site())
 }
 
-/// One `#[doc]` per Markdown line, each non-empty one after a space (as `///` writes it).
+/// Markdown lines as doc attributes hold them: each non-empty one after a space (as `///`
+/// writes it).
+fn doc_lines(lines: &[String]) -> Vec<String> {
+    let spaced = |l: &String| match l.is_empty() {
+        true => String::new(),
+        false => format!(" {l}"),
+    };
+    lines.iter().map(spaced).collect()
+}
+
+/// One `#[doc]` per Markdown line ([`doc_lines`]).
 fn doc_attrs(lines: &[String]) -> Vec<syn::Attribute> {
-    lines
-        .iter()
-        .map(|l| {
-            let l = if l.is_empty() {
-                String::new()
-            } else {
-                format!(" {l}")
-            };
-            syn::parse_quote!(#[doc = #l])
-        })
-        .collect()
+    let attr = |l: String| -> syn::Attribute { syn::parse_quote!(#[doc = #l]) };
+    doc_lines(lines).into_iter().map(attr).collect()
 }
 
 /// Converts the headers' Doxygen on bindgen's items (types, fields, constants) to Markdown, one
@@ -545,263 +586,22 @@ fn function_doc(
         .collect()
 }
 
-/// Removes named items from a `use` tree.
-struct RemoveUse<'a>(&'a [&'a str]);
-
-impl VisitMut for RemoveUse<'_> {
-    fn visit_use_group_mut(&mut self, group: &mut syn::UseGroup) {
-        let kept: Punctuated<syn::UseTree, syn::Token![,]> = group
-            .items
-            .iter()
-            .filter(|t| !matches!(t, syn::UseTree::Name(n) if self.0.iter().any(|d| n.ident == d)))
-            .cloned()
-            .collect();
-        group.items = kept;
-    }
-}
-
-/// Fills a template's placeholders.
-struct Filler {
-    doc: Vec<syn::Attribute>,
-    name: Option<String>,
-    base: String,
-    params: Vec<(syn::Ident, syn::Type)>,
-    ret: Option<syn::Type>,
-    version: u32,
-    needs: u32,
-    major: u32,
-    per_thread: Option<syn::Expr>,
-    api: Option<syn::Expr>,
-}
-
-impl Filler {
-    /// The filler of a file's template: its documentation, `__Ret__`, the API's status type, and
-    /// `__API__`, the API as `crate::error::Api` names it.
-    fn for_module(doc: Vec<String>, status: syn::Type, api: syn::Expr) -> Self {
-        Filler {
-            doc: doc
-                .iter()
-                .map(|l| syn::parse_quote!(#![doc = #l]))
-                .collect(),
-            name: None,
-            base: String::new(),
-            params: Vec::new(),
-            ret: Some(status),
-            version: 0,
-            needs: 0,
-            major: 0,
-            per_thread: None,
-            api: Some(api),
-        }
-    }
-
-    fn for_function(model: &Model, api: Api, f: &Function) -> Self {
-        let per_thread: syn::Expr = match (api, &f.per_thread) {
-            (_, None) => syn::parse_quote!(None),
-            (Api::Driver, Some(pt)) => {
-                let version = syn::LitInt::new(&pt.version.to_string(), Span::call_site());
-                let symbol = c_literal(&pt.symbol);
-                syn::parse_quote!(Some(PerThreadVariant { version: #version, symbol: #symbol }))
-            }
-            (Api::Runtime, Some(pt)) => {
-                let symbol = c_literal(&pt.symbol);
-                syn::parse_quote!(Some(#symbol))
-            }
-        };
-        Filler {
-            doc: Vec::new(),
-            name: Some(f.name.clone()),
-            base: f.base.clone(),
-            params: f
-                .params
-                .iter()
-                .map(|p| (ident(&p.name), p.ty.clone()))
-                .collect(),
-            ret: Some(f.ret.clone()),
-            version: f.version,
-            needs: f.needs,
-            major: model.ctk.major(),
-            per_thread: Some(per_thread),
-            api: None,
-        }
-    }
-
-    fn is_placeholder(path: &syn::Path, name: &str) -> bool {
-        path.is_ident(name)
-    }
-
-    fn replace_doc(&self, attrs: &mut Vec<syn::Attribute>) {
-        let mut out = Vec::with_capacity(attrs.len() + self.doc.len());
-        for a in attrs.drain(..) {
-            let is_doc_placeholder = a.to_token_stream().to_string().contains("\"__DOC__\"");
-            if is_doc_placeholder {
-                out.extend(self.doc.iter().cloned());
-            } else {
-                out.push(a);
-            }
-        }
-        *attrs = out;
-    }
-}
-
-impl VisitMut for Filler {
-    fn visit_file_mut(&mut self, file: &mut syn::File) {
-        self.replace_doc(&mut file.attrs);
-        visit_mut::visit_file_mut(self, file);
-    }
-
-    fn visit_item_fn_mut(&mut self, f: &mut syn::ItemFn) {
-        self.replace_doc(&mut f.attrs);
-        visit_mut::visit_item_fn_mut(self, f);
-    }
-
-    fn visit_item_static_mut(&mut self, s: &mut syn::ItemStatic) {
-        self.replace_doc(&mut s.attrs);
-        visit_mut::visit_item_static_mut(self, s);
-    }
-
-    fn visit_ident_mut(&mut self, i: &mut syn::Ident) {
-        if let Some(name) = &self.name
-            && i == "__name__"
-        {
-            *i = ident(name);
-        }
-    }
-
-    fn visit_signature_mut(&mut self, sig: &mut syn::Signature) {
-        let is_params = sig.inputs.iter().any(|a| {
-            matches!(a, syn::FnArg::Typed(p) if p.pat.to_token_stream().to_string() == "__params__")
-        });
-        if is_params {
-            sig.inputs = self
-                .params
-                .iter()
-                .map(|(n, t)| -> syn::FnArg { syn::parse_quote!(#n: #t) })
-                .collect();
-        }
-        visit_mut::visit_signature_mut(self, sig);
-    }
-
-    fn visit_type_fn_ptr_mut(&mut self, f: &mut syn::TypeFnPtr) {
-        let is_types = f
-            .inputs
-            .iter()
-            .any(|a| a.ty.to_token_stream().to_string() == "__ParamTypes__");
-        if is_types {
-            f.inputs = self
-                .params
-                .iter()
-                .map(|(_, t)| -> syn::NamedArg { syn::parse_quote!(#t) })
-                .collect();
-        }
-        visit_mut::visit_type_fn_ptr_mut(self, f);
-    }
-
-    fn visit_type_mut(&mut self, t: &mut syn::Type) {
-        if let (syn::Type::Path(p), Some(ret)) = (&*t, &self.ret)
-            && Self::is_placeholder(&p.path, "__Ret__")
-        {
-            *t = ret.clone();
-            return;
-        }
-        visit_mut::visit_type_mut(self, t);
-    }
-
-    fn visit_expr_call_mut(&mut self, call: &mut syn::ExprCall) {
-        let is_args = call
-            .args
-            .iter()
-            .any(|a| matches!(a, syn::Expr::Path(p) if Self::is_placeholder(&p.path, "__args__")));
-        if is_args {
-            call.args = self
-                .params
-                .iter()
-                .map(|(n, _)| -> syn::Expr { syn::parse_quote!(#n) })
-                .collect();
-        }
-        visit_mut::visit_expr_call_mut(self, call);
-    }
-
-    fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
-        if let syn::Expr::Path(p) = &*e {
-            let replacement: Option<syn::Expr> = if Self::is_placeholder(&p.path, "__VERSION__") {
-                let v = syn::LitInt::new(&self.version.to_string(), Span::call_site());
-                Some(syn::parse_quote!(#v))
-            } else if Self::is_placeholder(&p.path, "__NEEDS__") {
-                let v = syn::LitInt::new(&self.needs.to_string(), Span::call_site());
-                Some(syn::parse_quote!(#v))
-            } else if Self::is_placeholder(&p.path, "__MAJOR__") {
-                let v = syn::LitInt::new(&self.major.to_string(), Span::call_site());
-                Some(syn::parse_quote!(#v))
-            } else if Self::is_placeholder(&p.path, "__PER_THREAD__") {
-                self.per_thread.clone()
-            } else if Self::is_placeholder(&p.path, "__API__") {
-                self.api.clone()
-            } else {
-                None
-            };
-            if let Some(r) = replacement {
-                *e = r;
-                return;
-            }
-        }
-        visit_mut::visit_expr_mut(self, e);
-    }
-
-    fn visit_lit_mut(&mut self, lit: &mut syn::Lit) {
-        let Some(name) = &self.name else { return };
-        match lit {
-            syn::Lit::Str(s) if s.value() == "__name__" => {
-                *s = syn::LitStr::new(name, s.span());
-            }
-            syn::Lit::CStr(s) => {
-                let value = s.value();
-                let replacement = match value.to_bytes() {
-                    b"__name__" => name.as_str(),
-                    b"__base__" => self.base.as_str(),
-                    _ => return,
-                };
-                *s = syn::LitCStr::new(
-                    &std::ffi::CString::new(replacement).expect("C identifiers have no NUL"),
-                    s.span(),
-                );
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Whether `text` is spelled like a template placeholder, `__LIKE_THIS__`.
-fn placeholder(text: &str) -> bool {
-    text.len() > 4
-        && text.starts_with("__")
-        && text.ends_with("__")
-        && text[2..text.len() - 2]
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// A module template (`target_mod.rs`, `bindings_mod.rs`, `layout.rs`): a Rust file whose
-/// placeholders [`ModuleTemplate::fill`] fills at the token level, so that they may stand in macro
-/// bodies and attributes too.
-#[derive(Clone, Debug)]
-struct ModuleTemplate {
-    path: PathBuf,
-    file: syn::File,
-}
-
-/// The value of a placeholder `__X__` of a module template, and where it goes.
+/// The value of a template's placeholder `__X__`, and where it goes.
 #[derive(Clone, Debug)]
 pub enum Value {
-    /// Text: in place of the word `__X__` in a string literal or doc comment and, as the Rust
-    /// tokens it spells, of the identifier `__X__`.
+    /// Text: in place of the identifier `__X__`, the Rust tokens it spells; in place of the word
+    /// `__X__` of a string or C string literal (a doc comment's too), the text itself.
     Text(String),
-    /// Rows: `__X__! { .. }` becomes what its braces hold, once per row, filled with the row's
-    /// values (then with the enclosing ones).
+    /// Doc lines: the attribute `#[doc = "__X__"]` (or `#![doc = "__X__"]`) becomes one such
+    /// attribute per line, holding the line.
+    Lines(Vec<String>),
+    /// Rows, each filled with its values (then with the enclosing ones): `__X__! { .. }` becomes
+    /// what its braces hold, once per row; in a list, the element `__X__ ..` (up to the next
+    /// comma) becomes one element per row, each row giving `__X__` its own value.
     Each(Vec<Values>),
 }
 
-/// The values of a module template's placeholders, by name.
+/// The values of a template's placeholders, by name.
 pub type Values = Vec<(&'static str, Value)>;
 
 /// The placeholder `name`'s value `text` ([`Value::Text`]).
@@ -809,21 +609,17 @@ pub fn text(name: &'static str, text: impl ToString) -> (&'static str, Value) {
     (name, Value::Text(text.to_string()))
 }
 
-/// The rows of doc lines, each line the value of `__LINE__`: for `__X__! { #![doc = "__LINE__"] }`.
-pub fn doc_lines(lines: Vec<String>) -> Value {
-    Value::Each(
-        lines
-            .into_iter()
-            .map(|l| vec![text("__LINE__", l)])
-            .collect(),
-    )
-}
+/// What spells a placeholder of a template, `__LIKE_THIS__`: an identifier it matches whole, or
+/// a word of a string literal. The filler fills each it finds and refuses the template where one
+/// has no value, so a misspelt placeholder never reaches the output.
+pub static PLACEHOLDER: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"\b__\w+__\b").expect("a valid regex"));
 
-impl ModuleTemplate {
+impl Template {
     /// The template filled with `values` (see [`Value`]); every placeholder it names must have one.
     fn fill(&self, values: &Values) -> Result<syn::File, TemplateError> {
         let mut unfilled = BTreeSet::new();
-        let tokens = fill_tokens(self.file.to_token_stream(), &[values], &mut unfilled);
+        let tokens = fill_tokens(self.tokens.clone(), &[values], &mut unfilled);
         let problem = match syn::parse2(tokens) {
             _ if !unfilled.is_empty() => format!(
                 "names the placeholder(s) {}, which the writer has no value for: fix their spelling (its header lists those it fills)",
@@ -852,6 +648,15 @@ fn fill_tokens(
             .rev()
             .find_map(|s| s.iter().find(|(n, _)| *n == name).map(|(_, v)| v))
     };
+    // An identifier is a placeholder where the pattern matches all of it.
+    let whole = |s: &str| PLACEHOLDER.find(s).is_some_and(|m| m.len() == s.len());
+    let in_row = |row| {
+        scopes
+            .iter()
+            .copied()
+            .chain([row])
+            .collect::<Vec<&Values>>()
+    };
     let trees: Vec<TokenTree> = tokens.into_iter().collect();
     let mut out = TokenStream::new();
     let mut i = 0;
@@ -859,7 +664,7 @@ fn fill_tokens(
         let tree = &trees[i];
         i += 1;
         match tree {
-            TokenTree::Ident(id) if placeholder(&id.to_string()) => {
+            TokenTree::Ident(id) if whole(&id.to_string()) => {
                 let name = id.to_string();
                 match (value(&name), trees.get(i), trees.get(i + 1)) {
                     (
@@ -868,10 +673,26 @@ fn fill_tokens(
                         Some(TokenTree::Group(body)),
                     ) if bang.as_char() == '!' && body.delimiter() == Delimiter::Brace => {
                         for row in rows {
-                            let inner: Vec<&Values> = scopes.iter().copied().chain([row]).collect();
-                            out.extend(fill_tokens(body.stream(), &inner, unfilled));
+                            out.extend(fill_tokens(body.stream(), &in_row(row), unfilled));
                         }
                         i += 2;
+                    }
+                    // A list element, up to the next comma; its rows give `name` its values.
+                    (Some(Value::Each(rows)), ..)
+                        if rows.iter().all(|r| r.iter().any(|(n, _)| *n == name)) =>
+                    {
+                        let end = trees[i..]
+                            .iter()
+                            .position(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ','))
+                            .map_or(trees.len(), |n| i + n);
+                        let element: TokenStream = trees[i - 1..end].iter().cloned().collect();
+                        for (n, row) in rows.iter().enumerate() {
+                            if n > 0 {
+                                out.extend([TokenTree::Punct(Punct::new(',', Spacing::Alone))]);
+                            }
+                            out.extend(fill_tokens(element.clone(), &in_row(row), unfilled));
+                        }
+                        i = end;
                     }
                     (Some(Value::Text(text)), ..) => match text.parse::<TokenStream>() {
                         Ok(tokens) => out.extend(tokens),
@@ -883,65 +704,82 @@ fn fill_tokens(
                     }
                 }
             }
+            TokenTree::Punct(hash) if hash.as_char() == '#' => {
+                // `#[doc = "__X__"]` or `#![doc = "__X__"]`, `__X__` a value of lines.
+                let at = i + usize::from(
+                    matches!(&trees.get(i), Some(TokenTree::Punct(p)) if p.as_char() == '!'),
+                );
+                let lines = match trees.get(at) {
+                    Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Bracket => {
+                        match syn::parse2::<syn::MetaNameValue>(g.stream()) {
+                            Ok(syn::MetaNameValue {
+                                path,
+                                value:
+                                    syn::Expr::Lit(syn::ExprLit {
+                                        lit: syn::Lit::Str(s),
+                                        ..
+                                    }),
+                                ..
+                            }) if path.is_ident("doc") => match value(&s.value()) {
+                                Some(Value::Lines(lines)) => Some(lines),
+                                _ => None,
+                            },
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                let Some(lines) = lines else {
+                    out.extend([tree.clone()]);
+                    continue;
+                };
+                for line in lines {
+                    out.extend(trees[i - 1..at].iter().cloned());
+                    out.extend([TokenTree::Group(Group::new(
+                        Delimiter::Bracket,
+                        quote!(doc = #line),
+                    ))]);
+                }
+                i = at + 1;
+            }
             TokenTree::Group(g) => {
                 let mut group =
                     Group::new(g.delimiter(), fill_tokens(g.stream(), scopes, unfilled));
                 group.set_span(g.span());
                 out.extend([TokenTree::Group(group)]);
             }
-            TokenTree::Literal(lit) => match syn::Lit::new(lit.clone()) {
-                // The words of a string literal spelled like placeholders.
-                syn::Lit::Str(s) if PLACEHOLDER.is_match(&s.value()) => {
-                    let text = s.value();
-                    let filled = PLACEHOLDER.replace_all(&text, |w: &regex::Captures| {
-                        if let Some(Value::Text(text)) = value(&w[0]) {
-                            return text.clone();
-                        }
-                        unfilled.insert(w[0].to_owned());
-                        w[0].to_owned()
-                    });
-                    out.extend([TokenTree::Literal(proc_macro2::Literal::string(&filled))]);
-                }
-                _ => out.extend([tree.clone()]),
-            },
+            TokenTree::Literal(lit) => {
+                // The words of a string or C string literal spelled like placeholders.
+                let mut words = |text: &str| {
+                    PLACEHOLDER.is_match(text).then(|| {
+                        let filled = PLACEHOLDER.replace_all(text, |w: &regex::Captures| {
+                            if let Some(Value::Text(text)) = value(&w[0]) {
+                                return text.clone();
+                            }
+                            unfilled.insert(w[0].to_owned());
+                            w[0].to_owned()
+                        });
+                        filled.into_owned()
+                    })
+                };
+                let filled = match syn::Lit::new(lit.clone()) {
+                    syn::Lit::Str(s) => words(&s.value()).map(|t| Literal::string(&t)),
+                    syn::Lit::CStr(s) => match s.value().to_str() {
+                        Ok(text) => words(text).map(|t| {
+                            Literal::c_string(
+                                &std::ffi::CString::new(t).expect("a filled C string has no NUL"),
+                            )
+                        }),
+                        Err(_) => None,
+                    },
+                    _ => None,
+                };
+                out.extend([TokenTree::Literal(filled.unwrap_or_else(|| lit.clone()))]);
+            }
             _ => out.extend([tree.clone()]),
         }
     }
     out
-}
-
-/// A word of a string literal spelled like a placeholder.
-static PLACEHOLDER: std::sync::LazyLock<regex::Regex> =
-    std::sync::LazyLock::new(|| regex::Regex::new(r"\b__\w+__\b").expect("a valid regex"));
-
-/// Fails on any identifier or literal of `file` (macro bodies and doc attributes included) that
-/// is still spelled like a template placeholder, `__LIKE_THIS__`: a misspelt placeholder (`__bsae__`)
-/// that the writer did not fill, which would otherwise compile into the output. Sorted, each once.
-pub fn unfilled_placeholders(file: &syn::File) -> Vec<String> {
-    fn walk(tokens: TokenStream, found: &mut Vec<String>) {
-        for token in tokens {
-            match token {
-                TokenTree::Group(g) => walk(g.stream(), found),
-                TokenTree::Ident(i) if placeholder(&i.to_string()) => found.push(i.to_string()),
-                TokenTree::Literal(l) => {
-                    // The text between the quotes of a string, byte string or C string.
-                    let text = l.to_string();
-                    if let (Some(a), Some(b)) = (text.find('"'), text.rfind('"'))
-                        && a < b
-                        && placeholder(&text[a + 1..b])
-                    {
-                        found.push(text);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut found = Vec::new();
-    walk(quote::ToTokens::to_token_stream(file), &mut found);
-    found.sort();
-    found.dedup();
-    found
 }
 
 /// What a target offers beyond the common API, named in its `for_each_target!` entry so that
@@ -1019,7 +857,7 @@ pub fn write_bindings_mod(
     });
     let values = vec![
         text("__TARGETS__", crate::target::spelled(&targets)),
-        ("__TABLE__", doc_lines(compatibility_table(models))),
+        ("__TABLE__", Value::Lines(compatibility_table(models))),
         (
             "__EACH_TARGET__",
             Value::Each(targets.iter().map(|&c| target_values(c)).collect()),

@@ -572,3 +572,29 @@ fn generation_stops_at_a_misspelt_placeholder_of_a_module_template() {
         "{text}"
     );
 }
+
+#[test]
+fn generation_stops_at_a_misspelt_placeholder_of_a_function_template() {
+    // A word of a C string literal and an identifier of the wrapper, each misspelt.
+    let copy = with_templates(|name, text| match name {
+        "driver_function.rs" => text.replacen("c\"__base__\"", "c\"__bsae__\"", 1).replacen(
+            "entry::__name__.function()",
+            "entry::__nmae__.function()",
+            1,
+        ),
+        _ => text,
+    });
+    let ws = config();
+    let inputs = Inputs::gather(&ws.inputs, Ctk::V13_0, None).expect("the pinned inputs");
+    let text = pipeline::generate_from(&copy, &inputs)
+        .expect_err("a misspelt placeholder must not be generated")
+        .to_string();
+    assert!(
+        text.starts_with("src/bindings/ctk_13_0/driver.rs: the template ")
+            && text.ends_with(
+                "driver_function.rs names the placeholder(s) __bsae__, __nmae__, which the writer has no value for: fix their spelling (its header lists those it fills) (nothing was written)"
+            )
+            && !text.contains('\n'),
+        "{text}"
+    );
+}
