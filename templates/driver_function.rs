@@ -11,18 +11,28 @@
 //   __PER_THREAD__   the per-thread-default-stream variant: `Some(PerThreadVariant { .. })` or `None`
 // A placeholder the writer has no value for stops generation.
 // The static is the function's entry point; it goes into the file's `entry` module (see
-// file.rs), and names itself (`|| &__name__`) to its first-call stub, which resolves it. The wrapper is one call: it forwards every argument to the entry point unchanged:
+// file.rs), and names itself to its first-call stub through a marker type of its own (`This`), which
+// resolves it. The wrapper is one call: it forwards every argument to the entry point unchanged:
 // no trampoline, no copies, no ownership taken. Comments here do not reach the output (syn
 // drops them); the safety argument that the output carries is in file.rs's `entry` docs.
 
 #[doc = "__ENTRY_DOC__"]
-pub static __name__: DriverFn<unsafe extern "C" fn(__ParamTypes__) -> __Ret__> =
+pub static __name__: DriverFn<unsafe extern "C" fn(__ParamTypes__) -> __Ret__> = {
+    /// Names `__name__` to its first-call stub.
+    enum This {}
+    impl NamedEntry for This {
+        type Entry = DriverFn<unsafe extern "C" fn(__ParamTypes__) -> __Ret__>;
+        #[inline(always)]
+        fn entry() -> &'static Self::Entry {
+            &__name__
+        }
+    }
     // SAFETY: the type is the C signature of the declaration this was generated from, which
     // cudaTypedefs.h gives as the signature of `__base__` at ABI version `__VERSION__` (and of
-    // its per-thread variant).
-    unsafe {
-        DriverFn::new(c"__name__", c"__base__", __VERSION__, __NEEDS__, __PER_THREAD__, || &__name__)
-    };
+    // its per-thread variant); `This` names this static:
+    // its `entry` returns it.
+    unsafe { DriverFn::new::<This>(c"__name__", c"__base__", __VERSION__, __NEEDS__, __PER_THREAD__) }
+};
 
 #[doc = "__DOC__"]
 #[inline]

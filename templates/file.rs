@@ -33,7 +33,8 @@ use crate::load::__RESULT__;
 /// like it, whose type is the C signature of the function's declaration. That type is what
 /// makes each wrapper's call through its entry point sound; [`ALL`](entry::ALL) lists every
 /// entry point (to check what the installed CUDA provides, or which export each resolves to).
-/// Each static names itself (`|| &X`) to its first-call stub, which resolves it on the first
+/// Each static names itself to its first-call stub through a marker type of its own
+/// ([`crate::load::NamedEntry`]), which resolves it on the first
 /// call and forwards that call's arguments unchanged (see [`crate::load::FirstCall`]).
 pub mod entry {
     use super::*;

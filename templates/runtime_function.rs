@@ -11,14 +11,26 @@
 //   __VERSION__      the CUDA version the function needs, for the "not available" error
 // A placeholder the writer has no value for stops generation.
 // The static is the function's entry point; it goes into the file's `entry` module (see
-// file.rs), and names itself (`|| &__name__`) to its first-call stub, which resolves it. The wrapper is one call: it forwards every argument to the entry point unchanged:
+// file.rs), and names itself to its first-call stub through a marker type of its own (`This`), which
+// resolves it. The wrapper is one call: it forwards every argument to the entry point unchanged:
 // no trampoline, no copies, no ownership taken.
 
 #[doc = "__ENTRY_DOC__"]
-pub static __name__: RuntimeFn<unsafe extern "C" fn(__ParamTypes__) -> __Ret__> =
+pub static __name__: RuntimeFn<unsafe extern "C" fn(__ParamTypes__) -> __Ret__> = {
+    /// Names `__name__` to its first-call stub.
+    enum This {}
+    impl NamedEntry for This {
+        type Entry = RuntimeFn<unsafe extern "C" fn(__ParamTypes__) -> __Ret__>;
+        #[inline(always)]
+        fn entry() -> &'static Self::Entry {
+            &__name__
+        }
+    }
     // SAFETY: the type is the C signature of the declaration this was generated from; its
-    // per-thread twin has the same signature.
-    unsafe { RuntimeFn::new(c"__name__", __MAJOR__, __PER_THREAD__, __VERSION__, || &__name__) };
+    // per-thread twin has the same signature; `This` names this static:
+    // its `entry` returns it.
+    unsafe { RuntimeFn::new::<This>(c"__name__", __MAJOR__, __PER_THREAD__, __VERSION__) }
+};
 
 #[doc = "__DOC__"]
 #[inline]

@@ -76,7 +76,7 @@ use slot::Slot;
 
 pub use driver::{driver_result, driver_version, resolved_driver_result};
 pub(crate) use first::StatusSealed;
-pub use first::{FirstCall, Resolve, Status, UNRESOLVED, take_unresolved};
+pub use first::{FirstCall, NamedEntry, Resolve, Status, UNRESOLVED, take_unresolved};
 pub use runtime::{runtime_result, runtime_version};
 pub use stream::{DefaultStream, default_stream, set_default_stream};
 
@@ -224,8 +224,9 @@ impl DriverMeta {
 /// cached.
 ///
 /// Meant for a `static` that a wrapper calls through:
-/// `static X: DriverFn<unsafe extern "C" fn(..) -> CUresult> = unsafe { DriverFn::new(.., || &X) }`,
-/// and `entry::X.function()(..)` in the wrapper.
+/// `static X: DriverFn<unsafe extern "C" fn(..) -> CUresult> = unsafe { DriverFn::new::<M>(..) }`,
+/// where `M` is a marker type that names `X` ([`NamedEntry`]), and `entry::X.function()(..)` in
+/// the wrapper.
 #[derive(Debug)]
 pub struct DriverFn<F> {
     meta: DriverMeta,
@@ -241,32 +242,27 @@ impl<F: Copy> DriverFn<F> {
     /// `needs`: the oldest driver version that can be shown to have that ABI, the CUDA version
     /// of the first `cudaTypedefs.h` that declares it (`13020`; most often `version` itself),
     /// below which the function is [`Error::Unavailable`] without asking the driver;
-    /// `per_thread`: the per-thread-default-stream variant, if the function has one; `this`: a
-    /// closure without captures that returns the static being defined (`|| &X` in `static X`),
-    /// which names it to the first-call stub (see [`FirstCall`]).
+    /// `per_thread`: the per-thread-default-stream variant, if the function has one; `S`: a
+    /// marker type whose [`NamedEntry`] implementation returns the static being defined, which
+    /// names it to the first-call stub (see [`FirstCall`]).
     ///
     /// # Safety
     ///
     /// `F` must be an `unsafe extern "C" fn` type with the C signature of `base` at ABI
     /// `version`, and of the per-thread variant at its version: [`DriverFn::get`] hands the
-    /// driver's address out as an `F`. `this` must return the static this value initialises:
-    /// its first-call stub resolves that one. `this` must capture nothing (`|| &NAME`): the stub
-    /// makes its own value of `S` from no bytes, which the compiler checks only for size (a
-    /// zero-sized capture, a token type say, would be forged); the generated statics are all of
-    /// that form, and the generator's audit refuses any other.
+    /// driver's address out as an `F`. `S` must name the static this value initialises: its
+    /// first-call stub resolves that one.
     pub const unsafe fn new<S>(
         name: &'static CStr,
         base: &'static CStr,
         version: u32,
         needs: u32,
         per_thread: Option<PerThreadVariant>,
-        this: S,
     ) -> Self
     where
-        S: Fn() -> &'static Self + Copy,
+        S: NamedEntry<Entry = Self>,
         F: FirstCall<S, Self> + 'static,
     {
-        let _ = this;
         Self {
             meta: DriverMeta {
                 name: match name.to_str() {
@@ -345,8 +341,9 @@ impl RuntimeMeta {
 /// and cached.
 ///
 /// Meant for a `static` that a wrapper calls through:
-/// `static X: RuntimeFn<unsafe extern "C" fn(..) -> cudaError_t> = unsafe { RuntimeFn::new(.., || &X) }`,
-/// and `entry::X.function()(..)` in the wrapper.
+/// `static X: RuntimeFn<unsafe extern "C" fn(..) -> cudaError_t> = unsafe { RuntimeFn::new::<M>(..) }`,
+/// where `M` is a marker type that names `X` ([`NamedEntry`]), and `entry::X.function()(..)` in
+/// the wrapper.
 #[derive(Debug)]
 pub struct RuntimeFn<F> {
     meta: RuntimeMeta,
@@ -360,27 +357,24 @@ impl<F: Copy> RuntimeFn<F> {
     /// runtime's major version (12 or 13); `per_thread_symbol`: the per-thread default-stream
     /// variant (e.g. `c"cudaLaunchHostFunc_ptsz"`), if any; `needs`: the CUDA version the
     /// function first appeared in (e.g. `13010`), for the message when the installed runtime
-    /// lacks it; `this`: a closure without captures that returns the static being defined
-    /// (`|| &X` in `static X`), which names it to the first-call stub (see [`FirstCall`]).
+    /// lacks it; `S`: a marker type whose [`NamedEntry`] implementation returns the static
+    /// being defined, which names it to the first-call stub (see [`FirstCall`]).
     ///
     /// # Safety
     ///
     /// `F` must be an `unsafe extern "C" fn` type with the C signature of `symbol` (and of its
-    /// per-thread variant): [`RuntimeFn::get`] hands the export's address out as an `F`. `this`
-    /// must return the static this value initialises: its first-call stub resolves that one.
-    /// `this` must capture nothing (`|| &NAME`), as for [`DriverFn::new`].
+    /// per-thread variant): [`RuntimeFn::get`] hands the export's address out as an `F`. `S`
+    /// must name the static this value initialises: its first-call stub resolves that one.
     pub const unsafe fn new<S>(
         symbol: &'static CStr,
         major: u32,
         per_thread_symbol: Option<&'static CStr>,
         needs: u32,
-        this: S,
     ) -> Self
     where
-        S: Fn() -> &'static Self + Copy,
+        S: NamedEntry<Entry = Self>,
         F: FirstCall<S, Self> + 'static,
     {
-        let _ = this;
         Self {
             meta: RuntimeMeta {
                 name: match symbol.to_str() {

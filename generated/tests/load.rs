@@ -52,9 +52,9 @@ use std::time::Duration;
 
 use cuda_hostcb::error::{Api, Error};
 use cuda_hostcb::load::{
-    DefaultStream, DriverFn, Entry, PerThreadVariant, RuntimeFn, UNRESOLVED, default_stream,
-    driver_result, driver_version, runtime_result, runtime_version, set_default_stream,
-    take_unresolved,
+    DefaultStream, DriverFn, Entry, NamedEntry, PerThreadVariant, RuntimeFn, UNRESOLVED,
+    default_stream, driver_result, driver_version, runtime_result, runtime_version,
+    set_default_stream, take_unresolved,
 };
 use hostcb_gate::{check, check_eq};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
@@ -77,67 +77,86 @@ const CACHE_ENV: &str = "HOSTCB_INPUTS_CACHE";
 /// Any C function type: these tests compare and count addresses, and call nothing through them.
 type AnyFn = unsafe extern "C" fn() -> u32;
 
+/// Declares the marker type `$marker`, which names the static `$entry` (of type `$T`) to its
+/// first-call stub.
+macro_rules! named {
+    ($marker:ident => $entry:ident: $T:ty) => {
+        enum $marker {}
+        impl NamedEntry for $marker {
+            type Entry = $T;
+            fn entry() -> &'static $T {
+                &$entry
+            }
+        }
+    };
+}
+
 // SAFETY (each static below): the type is only used through `Entry::address`, never called
 // except through the first-call stubs of functions that never resolve (`*_MADE_UP`), which
 // return UNRESOLVED without calling anything, or where no library is loaded.
-static RT13_VERSION: RuntimeFn<AnyFn> =
-    unsafe { RuntimeFn::new(c"cudaRuntimeGetVersion", 13, None, 2000, || &RT13_VERSION) };
-static RT13_MADE_UP: RuntimeFn<AnyFn> =
-    unsafe { RuntimeFn::new(c"cudaNoSuchFunction", 13, None, 13000, || &RT13_MADE_UP) };
-static RT13_LAUNCH_HOST_FUNC: RuntimeFn<AnyFn> = unsafe {
-    RuntimeFn::new(
-        c"cudaLaunchHostFunc",
-        13,
-        Some(c"cudaLaunchHostFunc_ptsz"),
-        10000,
-        || &RT13_LAUNCH_HOST_FUNC,
-    )
+static RT13_VERSION: RuntimeFn<AnyFn> = {
+    named!(This => RT13_VERSION: RuntimeFn<AnyFn>);
+    unsafe { RuntimeFn::new::<This>(c"cudaRuntimeGetVersion", 13, None, 2000) }
+};
+static RT13_MADE_UP: RuntimeFn<AnyFn> = {
+    named!(This => RT13_MADE_UP: RuntimeFn<AnyFn>);
+    unsafe { RuntimeFn::new::<This>(c"cudaNoSuchFunction", 13, None, 13000) }
+};
+static RT13_LAUNCH_HOST_FUNC: RuntimeFn<AnyFn> = {
+    named!(This => RT13_LAUNCH_HOST_FUNC: RuntimeFn<AnyFn>);
+    unsafe {
+        RuntimeFn::new::<This>(
+            c"cudaLaunchHostFunc",
+            13,
+            Some(c"cudaLaunchHostFunc_ptsz"),
+            10000,
+        )
+    }
 };
 /// Called through its first-call stub (its C type is right), so that the stub is seen to
 /// forward the arguments.
-static RT13_GET_VERSION: RuntimeFn<unsafe extern "C" fn(*mut c_int) -> u32> = unsafe {
-    RuntimeFn::new(c"cudaRuntimeGetVersion", 13, None, 2000, || {
-        &RT13_GET_VERSION
-    })
+static RT13_GET_VERSION: RuntimeFn<unsafe extern "C" fn(*mut c_int) -> u32> = {
+    named!(This => RT13_GET_VERSION: RuntimeFn<unsafe extern "C" fn(*mut c_int) -> u32>);
+    unsafe { RuntimeFn::new::<This>(c"cudaRuntimeGetVersion", 13, None, 2000) }
 };
-static RT12_VERSION: RuntimeFn<AnyFn> =
-    unsafe { RuntimeFn::new(c"cudaRuntimeGetVersion", 12, None, 2000, || &RT12_VERSION) };
+static RT12_VERSION: RuntimeFn<AnyFn> = {
+    named!(This => RT12_VERSION: RuntimeFn<AnyFn>);
+    unsafe { RuntimeFn::new::<This>(c"cudaRuntimeGetVersion", 12, None, 2000) }
+};
 
-static CU_LAUNCH_HOST_FUNC: DriverFn<AnyFn> = unsafe {
-    DriverFn::new(
-        c"cuLaunchHostFunc",
-        c"cuLaunchHostFunc",
-        10000,
-        10000,
-        Some(PerThreadVariant {
-            version: 10000,
-            symbol: c"cuLaunchHostFunc_ptsz",
-        }),
-        || &CU_LAUNCH_HOST_FUNC,
-    )
+static CU_LAUNCH_HOST_FUNC: DriverFn<AnyFn> = {
+    named!(This => CU_LAUNCH_HOST_FUNC: DriverFn<AnyFn>);
+    unsafe {
+        DriverFn::new::<This>(
+            c"cuLaunchHostFunc",
+            c"cuLaunchHostFunc",
+            10000,
+            10000,
+            Some(PerThreadVariant {
+                version: 10000,
+                symbol: c"cuLaunchHostFunc_ptsz",
+            }),
+        )
+    }
 };
-static CU_LAUNCH_HOST_FUNC_V2: DriverFn<AnyFn> = unsafe {
-    DriverFn::new(
-        c"cuLaunchHostFunc_v2",
-        c"cuLaunchHostFunc",
-        13010,
-        13020,
-        Some(PerThreadVariant {
-            version: 13010,
-            symbol: c"cuLaunchHostFunc_v2_ptsz",
-        }),
-        || &CU_LAUNCH_HOST_FUNC_V2,
-    )
+static CU_LAUNCH_HOST_FUNC_V2: DriverFn<AnyFn> = {
+    named!(This => CU_LAUNCH_HOST_FUNC_V2: DriverFn<AnyFn>);
+    unsafe {
+        DriverFn::new::<This>(
+            c"cuLaunchHostFunc_v2",
+            c"cuLaunchHostFunc",
+            13010,
+            13020,
+            Some(PerThreadVariant {
+                version: 13010,
+                symbol: c"cuLaunchHostFunc_v2_ptsz",
+            }),
+        )
+    }
 };
-static CU_MADE_UP: DriverFn<AnyFn> = unsafe {
-    DriverFn::new(
-        c"cuNoSuchFunction",
-        c"cuNoSuchFunction",
-        13000,
-        13000,
-        None,
-        || &CU_MADE_UP,
-    )
+static CU_MADE_UP: DriverFn<AnyFn> = {
+    named!(This => CU_MADE_UP: DriverFn<AnyFn>);
+    unsafe { DriverFn::new::<This>(c"cuNoSuchFunction", c"cuNoSuchFunction", 13000, 13000, None) }
 };
 
 /// Every variable the search reads.

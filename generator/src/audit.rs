@@ -18,8 +18,9 @@
 //! An entry point's first call goes through a stub that resolves the function and forwards the
 //! arguments to it (the loader's `first` module); the stub resolves the entry point its static
 //! names, so [`entry_point_violations`] checks that every static in the `entry` module names
-//! itself (`DriverFn::new(.., || &X)` in `static X`): a stub that named another would call that
-//! function with this one's arguments.
+//! itself (`static X` gives `DriverFn::new::<M>` a marker type `M` of its own whose
+//! `NamedEntry::entry` returns `&X`): a stub that named another would call that function with
+//! this one's arguments.
 
 use std::collections::HashMap;
 
@@ -158,7 +159,9 @@ impl Body<'_> {
 }
 
 /// Checks that every entry point in `file`'s `entry` module names itself to its first-call
-/// stub: the initializer of `static X` ends with the closure `|| &X`.
+/// stub: the initializer of `static X` declares a marker type `M` (an `enum` without variants),
+/// implements `NamedEntry` for it with `entry` returning `&X`, and ends with
+/// `DriverFn::new::<M>(..)` or `RuntimeFn::new::<M>(..)`.
 pub fn entry_point_violations(file: &syn::File) -> Vec<Violation> {
     let mut out = Vec::new();
     for item in &file.items {
@@ -168,16 +171,24 @@ pub fn entry_point_violations(file: &syn::File) -> Vec<Violation> {
         }
         for item in m.content.iter().flat_map(|(_, items)| items) {
             let syn::Item::Static(s) = item else { continue };
-            let Some(call) = constructor(&s.expr) else {
+            let syn::Expr::Block(block) = &*s.expr else {
                 continue;
             };
-            let names = call.args.last().and_then(named_static);
+            let stmts = &block.block.stmts;
+            let Some(call) = stmts.last().and_then(|st| match st {
+                syn::Stmt::Expr(e, None) => constructor(e),
+                _ => None,
+            }) else {
+                continue;
+            };
+            let names = marker_of(call).and_then(|marker| named_by(stmts, &marker));
             if names.as_ref() != Some(&s.ident) {
                 out.push(Violation {
                     function: s.ident.to_string(),
                     problem: format!(
-                        "its entry point's first-call stub resolves `{}`, not `{}` (the last \
-                         argument of `{}` must be `|| &{}`)",
+                        "its entry point's first-call stub resolves `{}`, not `{}` (`{}` must be \
+                         given a marker type declared beside it, an enum without variants whose \
+                         `NamedEntry::entry` returns `&{}`)",
                         names.map_or_else(|| "?".to_owned(), |n| n.to_string()),
                         s.ident,
                         spelled(&call.func),
@@ -190,8 +201,8 @@ pub fn entry_point_violations(file: &syn::File) -> Vec<Violation> {
     out
 }
 
-/// The `DriverFn::new(..)` / `RuntimeFn::new(..)` call of an entry point's initializer
-/// (`unsafe { .. }` around it or not).
+/// The `DriverFn::new::<M>(..)` / `RuntimeFn::new::<M>(..)` call of an entry point's
+/// initializer (`unsafe { .. }` around it or not).
 fn constructor(e: &syn::Expr) -> Option<&syn::ExprCall> {
     match e {
         syn::Expr::Unsafe(u) => match u.block.stmts.as_slice() {
@@ -214,20 +225,66 @@ fn constructor(e: &syn::Expr) -> Option<&syn::ExprCall> {
     }
 }
 
-/// `X` of the closure `|| &X`.
-fn named_static(e: &syn::Expr) -> Option<syn::Ident> {
-    let syn::Expr::Closure(c) = e else {
+/// `M` of `new::<M>`.
+fn marker_of(call: &syn::ExprCall) -> Option<syn::Ident> {
+    let syn::Expr::Path(p) = &*call.func else {
         return None;
     };
-    let syn::Expr::Reference(r) = &*c.body else {
+    let syn::PathArguments::AngleBracketed(args) = &p.path.segments.last()?.arguments else {
         return None;
     };
-    match &*r.expr {
-        syn::Expr::Path(p) if c.inputs.is_empty() && r.mutability.is_none() => {
-            p.path.get_ident().cloned()
+    match args.args.iter().collect::<Vec<_>>()[..] {
+        [syn::GenericArgument::Type(syn::Type::Path(t))] if t.qself.is_none() => {
+            t.path.get_ident().cloned()
         }
         _ => None,
     }
+}
+
+/// `X`, where `stmts` declare `enum marker {}` and `impl NamedEntry for marker` whose `entry`
+/// returns `&X`.
+fn named_by(stmts: &[syn::Stmt], marker: &syn::Ident) -> Option<syn::Ident> {
+    let items = || {
+        stmts.iter().filter_map(|st| match st {
+            syn::Stmt::Item(item) => Some(item),
+            _ => None,
+        })
+    };
+    let declared = items().any(|item| {
+        matches!(item, syn::Item::Enum(e) if e.ident == *marker && e.variants.is_empty() && e.generics.params.is_empty())
+    });
+    if !declared {
+        return None;
+    }
+    let mut named = items().filter_map(|item| {
+        let syn::Item::Impl(i) = item else {
+            return None;
+        };
+        let (trait_path, _) = i.trait_.as_ref()?;
+        let syn::Type::Path(self_ty) = &*i.self_ty else {
+            return None;
+        };
+        if trait_path.segments.last()?.ident != "NamedEntry"
+            || self_ty.path.get_ident() != Some(marker)
+        {
+            return None;
+        }
+        i.items.iter().find_map(|item| match item {
+            syn::ImplItem::Fn(f) if f.sig.ident == "entry" => match f.block.stmts.as_slice() {
+                [syn::Stmt::Expr(syn::Expr::Reference(r), None)] if r.mutability.is_none() => {
+                    match &*r.expr {
+                        syn::Expr::Path(p) => p.path.get_ident().cloned(),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+    });
+    let first = named.next();
+    // One implementation: a second would make the marker name two statics.
+    if named.next().is_some() { None } else { first }
 }
 
 fn spelled(e: &impl ToTokens) -> String {
@@ -460,15 +517,27 @@ mod tests {
             ))
             .unwrap()
         };
-        let own =
-            file(r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, 2000, None, || &cuInit) }"#);
+        let init = |marker: &str, named: &str, given: &str, ctor: &str| {
+            format!(
+                "{{ {marker} impl NamedEntry for This {{ type Entry = DriverFn<unsafe extern \"C\" fn(u32) -> CUresult>; fn entry() -> &'static Self::Entry {{ {named} }} }} unsafe {{ {ctor}::new::<{given}>(c\"cuInit\", c\"cuInit\", 2000, 2000, None) }} }}"
+            )
+        };
+        let own = file(&init("enum This {}", "&cuInit", "This", "DriverFn"));
         assert_eq!(entry_point_violations(&own), []);
         for wrong in [
-            r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, 2000, None, || &cuLaunchHostFunc) }"#,
-            r#"unsafe { RuntimeFn::new(c"cuInit", 13, None, 2000, || &super::cuInit) }"#,
-            r#"unsafe { DriverFn::new(c"cuInit", c"cuInit", 2000, 2000, None, |_| &cuInit) }"#,
+            init("enum This {}", "&cuLaunchHostFunc", "This", "DriverFn"),
+            init("enum This {}", "&super::cuInit", "This", "RuntimeFn"),
+            init("enum This {}", "&cuInit", "Other", "DriverFn"),
+            init("enum This { A }", "&cuInit", "This", "DriverFn"),
+            init("", "&cuInit", "This", "DriverFn"),
+            init(
+                "enum This {} impl NamedEntry for This { fn entry() -> &'static X { &cuLaunchHostFunc } }",
+                "&cuInit",
+                "This",
+                "DriverFn",
+            ),
         ] {
-            let v = entry_point_violations(&file(wrong));
+            let v = entry_point_violations(&file(&wrong));
             assert_eq!(v.len(), 1, "{wrong}: {v:?}");
             assert!(v[0].problem.contains("first-call stub"), "{v:?}");
         }

@@ -188,7 +188,7 @@ pub fn write_api(
         Api::Driver => (
             "CUresult",
             "crate::error::Api::Driver".to_owned(),
-            "DriverFn, Entry, PerThreadVariant",
+            "DriverFn, Entry, NamedEntry, PerThreadVariant",
             "driver_result",
         ),
         Api::Runtime => (
@@ -197,7 +197,7 @@ pub fn write_api(
                 "crate::error::Api::Runtime {{ major: {} }}",
                 model.ctk.major()
             ),
-            "Entry, RuntimeFn",
+            "Entry, NamedEntry, RuntimeFn",
             "runtime_result",
         ),
     };

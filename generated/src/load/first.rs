@@ -100,37 +100,28 @@ pub trait StatusSealed {}
 /// R` for up to 20 parameters whose return type `R` is a 32-bit status (`CUresult`,
 /// `cudaError_t`).
 ///
-/// `S` names the entry point the stub resolves: a closure without captures that returns it
-/// (`|| &cuLaunchHostFunc`), so that each entry point has its own stub.
+/// `S` names the entry point the stub resolves: a marker type whose [`NamedEntry`]
+/// implementation returns it, so that each entry point has its own stub.
 ///
 /// # Safety
 ///
 /// An implementation's `STUB` must be a function of type `Self` that resolves the entry point
-/// `S` returns and calls it with its arguments, or returns [`UNRESOLVED`].
+/// `S` names and calls it with its arguments, or returns [`UNRESOLVED`].
 pub unsafe trait FirstCall<S, T>: Copy {
     /// The stub, as an address.
     const STUB: *const c_void;
 }
 
-/// The entry point named by `S`, a closure type without captures.
-#[inline(always)]
-fn entry_point<S, T>() -> &'static T
-where
-    S: Fn() -> &'static T + Copy,
-{
-    const {
-        assert!(
-            size_of::<S>() == 0,
-            "an entry point is named by a closure without captures"
-        )
-    };
-    // SAFETY: `S` is zero-sized (checked above), so it has no bytes to initialise. That alone
-    // does not prove it captures nothing (a zero-sized capture with an invariant would be
-    // forged here): `DriverFn::new`/`RuntimeFn::new` are unsafe and require a closure without
-    // captures (`|| &NAME`), the only form the generated statics have and the audit
-    // (`entry_point_violations`) accepts; such a closure has no invariant to break.
-    let named: S = unsafe { std::mem::zeroed() };
-    named()
+/// A marker type that names one entry point to its first-call stub: each generated static
+/// declares one of its own in its initializer (an `enum` without variants, which no value can
+/// be made of), whose implementation returns that static. The stub calls [`NamedEntry::entry`]:
+/// a type, not a value, names the entry point, so nothing is made from no bytes.
+pub trait NamedEntry: 'static {
+    /// The entry point's type ([`DriverFn`](super::DriverFn) or
+    /// [`RuntimeFn`](super::RuntimeFn) of its C type).
+    type Entry: 'static;
+    /// The entry point this type names.
+    fn entry() -> &'static Self::Entry;
 }
 
 /// A CUDA status type that a first-call stub returns: each target's `CUresult` and
@@ -196,11 +187,11 @@ macro_rules! first_calls {
         #[allow(improper_ctypes_definitions, clippy::too_many_arguments)]
         unsafe extern "C" fn $stub<S, T, R, $($A),*>($($arg: $A),*) -> R
         where
-            S: Fn() -> &'static T + Copy,
+            S: NamedEntry<Entry = T>,
             T: Resolve + 'static,
             R: Status,
         {
-            match resolve(entry_point::<S, T>()) {
+            match resolve(S::entry()) {
                 // SAFETY: `FirstCall`'s implementation below is this function's type, which
                 // `DriverFn::new`/`RuntimeFn::new` make the entry point's C type; the address
                 // is the library's function of that type. The caller upholds its contract.
@@ -215,7 +206,7 @@ macro_rules! first_calls {
         // `UNRESOLVED`.
         unsafe impl<S, T, R, $($A),*> FirstCall<S, T> for unsafe extern "C" fn($($A),*) -> R
         where
-            S: Fn() -> &'static T + Copy,
+            S: NamedEntry<Entry = T>,
             T: Resolve + 'static,
             R: Status,
         {

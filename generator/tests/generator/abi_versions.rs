@@ -117,7 +117,7 @@ fn typedefs(text: &str, plain: &BTreeMap<String, String>) -> BTreeMap<String, Ve
     out
 }
 
-/// One driver wrapper as the generated file spells its entry point: `DriverFn::new(c"<name>",
+/// One driver wrapper as the generated file spells its entry point: `DriverFn::new::<This>(c"<name>",
 /// c"<base>", <version>, <needs>, None | Some(PerThreadVariant { version, symbol }))`, and the arity of
 /// its function-pointer type.
 #[derive(Debug)]
@@ -163,7 +163,8 @@ fn wrappers(file: &syn::File) -> Vec<Wrapper> {
         };
         let text = s.expr.to_token_stream().to_string();
         let args: Vec<String> = text
-            .split_once("DriverFn :: new (")
+            .split_once("DriverFn :: new ::")
+            .and_then(|(_, r)| r.split_once('('))
             .map(|(_, r)| r)
             .unwrap_or_else(|| panic!("{}: unexpected entry {text}", s.ident))
             .replace(['{', '}', '(', ')', ','], " ")
