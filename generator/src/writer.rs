@@ -772,7 +772,14 @@ fn fill_tokens(
                         }),
                         Err(_) => None,
                     },
-                    _ => None,
+                    // Byte strings and the rest are not filled: a placeholder there is refused,
+                    // not left in the output.
+                    _ => {
+                        let text = lit.to_string();
+                        unfilled
+                            .extend(PLACEHOLDER.find_iter(&text).map(|m| m.as_str().to_owned()));
+                        None
+                    }
                 };
                 out.extend([TokenTree::Literal(filled.unwrap_or_else(|| lit.clone()))]);
             }
@@ -979,5 +986,33 @@ mod tests {
         let text = std::fs::read_to_string(&layout).unwrap();
         std::fs::write(&layout, format!("{text}// a comment\n")).unwrap();
         assert_ne!(Templates::load(dir.path()).unwrap().sha256(), hash);
+    }
+
+    #[test]
+    fn a_placeholder_is_filled_or_refused_wherever_it_is_spelt() {
+        let template = |text: &str| Template {
+            path: PathBuf::from("t.rs"),
+            tokens: text.parse().unwrap(),
+        };
+        let values: Values = vec![("__name__", Value::Text("cuInit".to_owned()))];
+        let filled =
+            template(r#"const __name__: &CStr = c"__name__"; const D: &str = "__name__";"#)
+                .fill(&values)
+                .unwrap();
+        assert_eq!(
+            filled.to_token_stream().to_string(),
+            r#"const cuInit : & CStr = c"cuInit" ; const D : & str = "cuInit" ;"#
+        );
+        for unfillable in [
+            r#"const B: &[u8] = b"__name__";"#,
+            r#"const N: &CStr = c"__nmae__";"#,
+            "const __nmae__: u32 = 1;",
+        ] {
+            let error = template(unfillable).fill(&values).unwrap_err().to_string();
+            assert!(
+                error.contains("names the placeholder(s) __n"),
+                "{unfillable}: {error}"
+            );
+        }
     }
 }
