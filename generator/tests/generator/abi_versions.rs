@@ -553,17 +553,21 @@ fn the_audit_stops_a_template_that_shadows_the_host_function() {
     );
 }
 
-#[test]
-fn generation_stops_at_a_misspelt_placeholder_of_a_module_template() {
-    let copy = with_templates(|name, text| match name {
-        "target_mod.rs" => text.replacen("macro_rules! __PART__", "macro_rules! __PRAT__", 1),
-        _ => text,
-    });
+/// The one error of generating 13.0 with the template `name` edited by `edit`.
+fn generation_error(name: &str, edit: impl Fn(String) -> String) -> String {
+    let copy = with_templates(|file, text| if file == name { edit(text) } else { text });
     let ws = config();
     let inputs = Inputs::gather(&ws.inputs, Ctk::V13_0, None).expect("the pinned inputs");
-    let text = pipeline::generate_from(&copy, &inputs)
+    pipeline::generate_from(&copy, &inputs)
         .expect_err("a misspelt placeholder must not be generated")
-        .to_string();
+        .to_string()
+}
+
+#[test]
+fn generation_stops_at_a_misspelt_placeholder_of_a_module_template() {
+    let text = generation_error("target_mod.rs", |text| {
+        text.replacen("macro_rules! __PART__", "macro_rules! __PRAT__", 1)
+    });
     assert!(
         text.starts_with("src/bindings/ctk_13_0/mod.rs: the template ")
             && text.ends_with(
@@ -577,19 +581,13 @@ fn generation_stops_at_a_misspelt_placeholder_of_a_module_template() {
 #[test]
 fn generation_stops_at_a_misspelt_placeholder_of_a_function_template() {
     // A word of a C string literal and an identifier of the wrapper, each misspelt.
-    let copy = with_templates(|name, text| match name {
-        "driver_function.rs" => text.replacen("c\"__base__\"", "c\"__bsae__\"", 1).replacen(
+    let text = generation_error("driver_function.rs", |text| {
+        text.replacen("c\"__base__\"", "c\"__bsae__\"", 1).replacen(
             "entry::__name__.function()",
             "entry::__nmae__.function()",
             1,
-        ),
-        _ => text,
+        )
     });
-    let ws = config();
-    let inputs = Inputs::gather(&ws.inputs, Ctk::V13_0, None).expect("the pinned inputs");
-    let text = pipeline::generate_from(&copy, &inputs)
-        .expect_err("a misspelt placeholder must not be generated")
-        .to_string();
     assert!(
         text.starts_with("src/bindings/ctk_13_0/driver.rs: the template ")
             && text.ends_with(
