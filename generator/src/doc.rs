@@ -738,7 +738,7 @@ fn inline(text: &str, links: &Links) -> String {
                 }
                 match chars.get(i + 1) {
                     Some(&n) if !n.is_whitespace() => {
-                        out.push_str(&escape(&n.to_string()));
+                        push_escaped(&mut out, n);
                         i += 2;
                     }
                     _ => {
@@ -816,7 +816,7 @@ fn inline(text: &str, links: &Links) -> String {
                 i += 1;
             }
             _ => {
-                out.push_str(&escape(&c.to_string()));
+                push_escaped(&mut out, c);
                 i += 1;
             }
         }
@@ -831,18 +831,21 @@ fn starts_with(chars: &[char], at: usize, s: &str) -> bool {
 /// Escapes characters Markdown or rustdoc would read as syntax: links, HTML, emphasis, code.
 fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '[' | ']' | '*' | '`' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            _ => out.push(c),
-        }
-    }
+    s.chars().for_each(|c| push_escaped(&mut out, c));
     out
+}
+
+/// [`escape`] of one character, appended to `out`.
+fn push_escaped(out: &mut String, c: char) {
+    match c {
+        '[' | ']' | '*' | '`' | '\\' => {
+            out.push('\\');
+            out.push(c);
+        }
+        '<' => out.push_str("&lt;"),
+        '>' => out.push_str("&gt;"),
+        _ => out.push(c),
+    }
 }
 
 /// Inline code, with a fence that its content cannot close.
