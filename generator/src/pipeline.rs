@@ -235,7 +235,7 @@ enum Job {
 /// nothing of theirs is produced) and the generated features of `Cargo.toml`. `done` is told of
 /// each generated target as it is done. What regen writes and check compares.
 ///
-/// The targets are generated in parallel, one worker thread per available core (at most one per
+/// The targets are generated in parallel, [`default_threads`] worker threads (at most one per
 /// target); the output does not depend on the number of threads or the order they finish in.
 /// On failure the error of the first failing target, in the order of `ctks`, is returned.
 pub fn generate_crate(
@@ -245,8 +245,17 @@ pub fn generate_crate(
     others: Others,
     done: impl FnMut(&TargetOutput),
 ) -> Result<CrateOutput, GenerateError> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    generate_crate_with(config, ctks, opts, others, threads, done)
+    generate_crate_with(config, ctks, opts, others, default_threads(), done)
+}
+
+/// How many targets [`generate_crate`] reads and writes at once: two per available core. A
+/// target is one job that cannot be split (its model holds syntax trees, which stay on their
+/// thread), so one per core left cores idle while the last jobs ran: three targets on two cores
+/// ran two, then one alone. Two per core lets the system share the cores among them instead:
+/// `check` of three targets on two cores took 3.6-3.9 s instead of 4.3-4.7 s wall (three runs
+/// each, interleaved), in the same CPU time, and 352 MB at most instead of 344.
+pub fn default_threads() -> usize {
+    2 * std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// [`generate_crate`] with at most `threads` worker threads (1: one after the other).

@@ -55,8 +55,9 @@ pub fn run(ws: &Config, args: Args) -> anyhow::Result<()> {
     let output = progress.step("regen --ctk all, warm-up", || generate_all(ws, 1))?;
     let sealed = output.files.len();
 
-    // Serial and parallel runs interleaved, rep by rep, so both see the same machine.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Serial and parallel runs interleaved, rep by rep, so both see the same machine. Regen runs
+    // at most one thread per target.
+    let threads = pipeline::default_threads().min(ws.targets.len().max(1));
     let out = scratch.join("regen-out");
     let (mut serial, mut parallel) = (Vec::new(), Vec::new());
     for rep in 1..=reps {
@@ -335,8 +336,7 @@ fn built_from(ws: &Config) -> anyhow::Result<Duration> {
 /// `check`, timed: regenerate all in memory and compare with generated/.
 fn check(ws: &Config) -> anyhow::Result<(Duration, String)> {
     let t0 = Instant::now();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let output = generate_all(ws, threads)?;
+    let output = generate_all(ws, pipeline::default_threads())?;
     let diffs =
         emit::tree::ensure_tree(&ws.out, &output.files, output.complete, Mode::Check)?.differences;
     let elapsed = t0.elapsed();
