@@ -437,8 +437,28 @@ fn doc_lines(lines: &[String]) -> Vec<String> {
 
 /// One `#[doc]` per Markdown line ([`doc_lines`]).
 fn doc_attrs(lines: &[String]) -> Vec<syn::Attribute> {
-    let attr = |l: String| -> syn::Attribute { syn::parse_quote!(#[doc = #l]) };
-    doc_lines(lines).into_iter().map(attr).collect()
+    let outer = |l: String| doc_attr(syn::AttrStyle::Outer, &l);
+    doc_lines(lines).into_iter().map(outer).collect()
+}
+
+/// `#[doc = "line"]` (or `#![doc = "line"]`), built rather than parsed: the docs are most of
+/// what the writer emits, and parsing each line's attribute again cost a fifth of filling a
+/// function's template.
+fn doc_attr(style: syn::AttrStyle, line: &str) -> syn::Attribute {
+    let span = proc_macro2::Span::call_site();
+    syn::Attribute {
+        pound_token: Default::default(),
+        style,
+        bracket_token: Default::default(),
+        meta: syn::Meta::NameValue(syn::MetaNameValue {
+            path: ident("doc").into(),
+            eq_token: Default::default(),
+            value: syn::Expr::Lit(syn::ExprLit {
+                attrs: Vec::new(),
+                lit: syn::Lit::Str(syn::LitStr::new(line, span)),
+            }),
+        }),
+    }
 }
 
 /// Converts the headers' Doxygen on bindgen's items (types, fields, constants) to Markdown, one
@@ -619,13 +639,33 @@ impl Template {
     /// The template filled with `values` (see [`Value`]); every placeholder it names must have one.
     fn fill(&self, values: &Values) -> Result<syn::File, TemplateError> {
         let mut unfilled = BTreeSet::new();
-        let tokens = fill_tokens(self.tokens.clone(), &[values], &mut unfilled);
-        let problem = match syn::parse2(tokens) {
+        let mut lines = Vec::new();
+        let tokens = fill_tokens(self.tokens.clone(), &[values], &mut unfilled, &mut lines);
+        let problem = match syn::parse2::<syn::File>(tokens) {
             _ if !unfilled.is_empty() => format!(
                 "names the placeholder(s) {}, which the writer has no value for: fix their spelling (its header lists those it fills)",
                 unfilled.into_iter().collect::<Vec<_>>().join(", ")
             ),
-            Ok(file) => return Ok(file),
+            Ok(mut file) => {
+                let mut place = PlaceLines {
+                    lines: &lines,
+                    placed: vec![false; lines.len()],
+                    stray: false,
+                };
+                place.attrs(&mut file.attrs);
+                place.items(&mut file.items);
+                if !place.stray && place.placed.iter().all(|&p| p) {
+                    return Ok(file);
+                }
+                format!(
+                    "puts a placeholder of doc lines ({}) elsewhere than in a doc attribute of the file, a module or an item",
+                    lines
+                        .iter()
+                        .map(|(name, _)| *name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
             Err(e) => format!("does not parse as Rust once filled: {e}"),
         };
         Err(TemplateError::Shape {
@@ -635,12 +675,89 @@ impl Template {
     }
 }
 
+/// The attribute [`fill_tokens`] leaves where a placeholder of lines was, `#[__hostcb_lines(N)]`
+/// (N: the index of its lines), for [`PlaceLines`] to replace with one doc attribute per line.
+const LINES_MARKER: &str = "__hostcb_lines";
+
+/// Replaces each [`LINES_MARKER`] attribute of a filled file with its doc lines.
+struct PlaceLines<'a> {
+    lines: &'a [(&'a str, &'a [String])],
+    /// Which lines were placed.
+    placed: Vec<bool>,
+    /// A marker the filler did not leave, or one left twice: a template that spells one.
+    stray: bool,
+}
+
+impl PlaceLines<'_> {
+    fn attrs(&mut self, attrs: &mut Vec<syn::Attribute>) {
+        let marker = |a: &syn::Attribute| match &a.meta {
+            syn::Meta::List(list) if list.path.is_ident(LINES_MARKER) => Some(
+                list.parse_args::<syn::LitInt>()
+                    .ok()?
+                    .base10_parse::<usize>()
+                    .ok(),
+            ),
+            _ => None,
+        };
+        if !attrs.iter().any(|a| marker(a).is_some()) {
+            return;
+        }
+        let mut placed = Vec::with_capacity(attrs.len());
+        for a in attrs.drain(..) {
+            match marker(&a) {
+                Some(Some(n)) if n < self.lines.len() && !self.placed[n] => {
+                    self.placed[n] = true;
+                    placed.extend(self.lines[n].1.iter().map(|l| doc_attr(a.style, l)));
+                }
+                Some(_) => self.stray = true,
+                None => placed.push(a),
+            }
+        }
+        *attrs = placed;
+    }
+
+    /// The items' attributes, and those of the items of their modules.
+    fn items(&mut self, items: &mut [syn::Item]) {
+        use syn::Item as I;
+        for item in items {
+            let attrs = match item {
+                I::Const(i) => &mut i.attrs,
+                I::Enum(i) => &mut i.attrs,
+                I::ExternCrate(i) => &mut i.attrs,
+                I::Fn(i) => &mut i.attrs,
+                I::ForeignMod(i) => &mut i.attrs,
+                I::Impl(i) => &mut i.attrs,
+                I::Macro(i) => &mut i.attrs,
+                I::Mod(i) => &mut i.attrs,
+                I::Static(i) => &mut i.attrs,
+                I::Struct(i) => &mut i.attrs,
+                I::Trait(i) => &mut i.attrs,
+                I::TraitAlias(i) => &mut i.attrs,
+                I::Type(i) => &mut i.attrs,
+                I::Union(i) => &mut i.attrs,
+                I::Use(i) => &mut i.attrs,
+                _ => continue,
+            };
+            self.attrs(attrs);
+            if let I::Mod(syn::ItemMod {
+                content: Some((_, inner)),
+                ..
+            }) = item
+            {
+                self.items(inner);
+            }
+        }
+    }
+}
+
 /// Fills the placeholders of `tokens` with their values in `scopes` (the innermost last), and
-/// adds each that has none (or one of the wrong kind) to `unfilled`.
-fn fill_tokens(
+/// adds each that has none (or one of the wrong kind) to `unfilled`. A placeholder of lines
+/// (`#[doc = "__X__"]`) becomes a [`LINES_MARKER`] attribute, its lines pushed to `lines`.
+fn fill_tokens<'v>(
     tokens: TokenStream,
-    scopes: &[&Values],
+    scopes: &[&'v Values],
     unfilled: &mut BTreeSet<String>,
+    lines: &mut Vec<(&'static str, &'v [String])>,
 ) -> TokenStream {
     let value = |name: &str| {
         scopes
@@ -673,7 +790,7 @@ fn fill_tokens(
                         Some(TokenTree::Group(body)),
                     ) if bang.as_char() == '!' && body.delimiter() == Delimiter::Brace => {
                         for row in rows {
-                            out.extend(fill_tokens(body.stream(), &in_row(row), unfilled));
+                            out.extend(fill_tokens(body.stream(), &in_row(row), unfilled, lines));
                         }
                         i += 2;
                     }
@@ -690,7 +807,7 @@ fn fill_tokens(
                             if n > 0 {
                                 out.extend([TokenTree::Punct(Punct::new(',', Spacing::Alone))]);
                             }
-                            out.extend(fill_tokens(element.clone(), &in_row(row), unfilled));
+                            out.extend(fill_tokens(element.clone(), &in_row(row), unfilled, lines));
                         }
                         i = end;
                     }
@@ -709,7 +826,7 @@ fn fill_tokens(
                 let at = i + usize::from(
                     matches!(&trees.get(i), Some(TokenTree::Punct(p)) if p.as_char() == '!'),
                 );
-                let lines = match trees.get(at) {
+                let doc = match trees.get(at) {
                     Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Bracket => {
                         match syn::parse2::<syn::MetaNameValue>(g.stream()) {
                             Ok(syn::MetaNameValue {
@@ -720,31 +837,43 @@ fn fill_tokens(
                                         ..
                                     }),
                                 ..
-                            }) if path.is_ident("doc") => match value(&s.value()) {
-                                Some(Value::Lines(lines)) => Some(lines),
-                                _ => None,
-                            },
+                            }) if path.is_ident("doc") => {
+                                let name = s.value();
+                                scopes
+                                    .iter()
+                                    .rev()
+                                    .copied()
+                                    .find_map(|s: &'v Values| s.iter().find(|(n, _)| *n == name))
+                                    .and_then(|(n, v)| match v {
+                                        Value::Lines(doc) => Some((*n, doc.as_slice())),
+                                        _ => None,
+                                    })
+                            }
                             _ => None,
                         }
                     }
                     _ => None,
                 };
-                let Some(lines) = lines else {
+                let Some(doc) = doc else {
                     out.extend([tree.clone()]);
                     continue;
                 };
-                for line in lines {
-                    out.extend(trees[i - 1..at].iter().cloned());
-                    out.extend([TokenTree::Group(Group::new(
-                        Delimiter::Bracket,
-                        quote!(doc = #line),
-                    ))]);
-                }
+                // The marker, which PlaceLines replaces with a doc attribute per line once the
+                // file is parsed.
+                let (marker, index) = (ident(LINES_MARKER), Literal::usize_unsuffixed(lines.len()));
+                lines.push(doc);
+                out.extend(trees[i - 1..at].iter().cloned());
+                out.extend([TokenTree::Group(Group::new(
+                    Delimiter::Bracket,
+                    quote!(#marker(#index)),
+                ))]);
                 i = at + 1;
             }
             TokenTree::Group(g) => {
-                let mut group =
-                    Group::new(g.delimiter(), fill_tokens(g.stream(), scopes, unfilled));
+                let mut group = Group::new(
+                    g.delimiter(),
+                    fill_tokens(g.stream(), scopes, unfilled, lines),
+                );
                 group.set_span(g.span());
                 out.extend([TokenTree::Group(group)]);
             }
@@ -1012,6 +1141,40 @@ mod tests {
             assert!(
                 error.contains("names the placeholder(s) __n"),
                 "{unfillable}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn doc_lines_go_where_the_template_puts_them_and_nowhere_else() {
+        let template = |text: &str| Template {
+            path: PathBuf::from("t.rs"),
+            tokens: text.parse().unwrap(),
+        };
+        let lines = |l: &[&str]| Value::Lines(l.iter().map(|l| l.to_string()).collect());
+        let values: Values = vec![
+            ("__DOC__", lines(&[" a", "", " b \"c\""])),
+            ("__NONE__", lines(&[])),
+        ];
+        let filled = template(
+            r#"#![doc = "__DOC__"] #[doc = "__NONE__"] #[inline] fn f() {} mod m { #![doc = "__DOC__"] }"#,
+        )
+        .fill(&values)
+        .unwrap();
+        assert_eq!(
+            filled.to_token_stream().to_string(),
+            r#"# ! [doc = " a"] # ! [doc = ""] # ! [doc = " b \"c\""] # [inline] fn f () { } mod m { # ! [doc = " a"] # ! [doc = ""] # ! [doc = " b \"c\""] }"#
+        );
+        for misplaced in [
+            r#"struct S { #[doc = "__DOC__"] x: u8 }"#,
+            r#"fn f() { #[doc = "__DOC__"] let x = 1; }"#,
+            r#"#[__hostcb_lines(0)] fn f() {}"#,
+            r#"#[__hostcb_lines(0)] #[doc = "__DOC__"] fn f() {}"#,
+        ] {
+            let error = template(misplaced).fill(&values).unwrap_err().to_string();
+            assert!(
+                error.contains("puts a placeholder of doc lines"),
+                "{misplaced}: {error}"
             );
         }
     }
