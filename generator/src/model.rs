@@ -245,8 +245,9 @@ impl Summary {
     }
 
     /// The summary as text: a first line `hostcb summary <ctk>`, then one line
-    /// `<api>\t<function>\t<cell>` per function, then one line `type\t<api>\t<name>\t<tokens>`
-    /// per type (printed tokens hold no tab or line break: those in literals are escaped).
+    /// `<api>\t<function>\t<cell>` per function, then one line
+    /// `type\t<api>\t<name>\t<key>\t<uses, space-separated>\t<tokens>` per type (see
+    /// [`TypeText`]; printed tokens hold no tab or line break: those in literals are escaped).
     pub fn to_text(&self) -> String {
         let mut text = format!("hostcb summary {}\n", self.ctk);
         for api in [Api::Driver, Api::Runtime] {
@@ -256,9 +257,11 @@ impl Summary {
         }
         for t in &self.types {
             text.push_str(&format!(
-                "type\t{}\t{}\t{}\n",
+                "type\t{}\t{}\t{}\t{}\t{}\n",
                 t.api.as_str(),
                 t.name,
+                t.key,
+                t.uses.join(" "),
                 t.text
             ));
         }
@@ -284,8 +287,10 @@ impl Summary {
         };
         for line in lines {
             if let Some(rest) = line.strip_prefix("type\t") {
-                let mut fields = rest.splitn(3, '\t');
-                let (api, name, text) = (fields.next()?, fields.next()?, fields.next()?);
+                let mut fields = rest.splitn(5, '\t');
+                let mut field = || fields.next();
+                let (api, name, key, uses, text) =
+                    (field()?, field()?, field()?, field()?, field()?);
                 if name.is_empty() || text.contains('\t') {
                     return None;
                 }
@@ -293,6 +298,8 @@ impl Summary {
                     api: api_of(api)?,
                     name: name.to_owned(),
                     text: text.to_owned(),
+                    key: key.to_owned(),
+                    uses: uses.split_whitespace().map(str::to_owned).collect(),
                 });
                 continue;
             }

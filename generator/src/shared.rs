@@ -19,7 +19,6 @@
 //! every type it re-exports against gcc's layout of that target's headers.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::str::FromStr;
 
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
@@ -39,10 +38,17 @@ pub struct TypeText {
     pub name: String,
     /// The items' tokens.
     pub text: String,
+    /// The SHA-256 of the items' tokens without their doc attributes: what [`decide`] compares.
+    pub key: String,
+    /// The names of the API's other types that the items name, sorted.
+    pub uses: Vec<String>,
 }
 
-/// The types of `api`, as [`TypeText`]s in the model's order.
+/// The types of `api`, as [`TypeText`]s in the model's order. Their keys and uses are made here,
+/// on the thread that read the target, from the tokens at hand, so that [`decide`] lexes none of
+/// the summaries' text again (doing so was a tenth of a one-target regen).
 pub fn texts(api: &ApiModel) -> Vec<TypeText> {
+    let names: BTreeSet<&str> = api.types.iter().map(|t| t.name.as_str()).collect();
     api.types
         .iter()
         .map(|t| {
@@ -50,10 +56,22 @@ pub fn texts(api: &ApiModel) -> Vec<TypeText> {
             for item in &t.items {
                 item.to_tokens(&mut tokens);
             }
+            let text = tokens.to_string();
+            let tokens = without_docs(tokens);
+            let mut uses = BTreeSet::new();
+            idents(&tokens, &mut |ident| {
+                if let Some(&name) = names.get(ident)
+                    && name != t.name
+                {
+                    uses.insert(name.to_owned());
+                }
+            });
             TypeText {
                 api: api.api,
                 name: t.name.clone(),
-                text: tokens.to_string(),
+                text,
+                key: crate::inputs::sha256_hex(tokens.to_string().as_bytes()),
+                uses: uses.into_iter().collect(),
             }
         })
         .collect()
@@ -80,7 +98,7 @@ impl Shared {
 /// One definition of a name, as [`decide`] compares it.
 struct Definition<'a> {
     /// Its tokens without doc comments.
-    key: String,
+    key: &'a str,
     /// The names of its API's types that it uses, itself excepted.
     uses: BTreeSet<&'a str>,
     /// Its text, documentation included.
@@ -95,23 +113,10 @@ pub fn decide(summaries: &[&Summary]) -> Shared {
     let mut defs: BTreeMap<&str, Vec<Definition<'_>>> = BTreeMap::new();
     for (at, summary) in summaries.iter().enumerate() {
         for api in [Api::Driver, Api::Runtime] {
-            let types: Vec<&TypeText> = summary.types.iter().filter(|t| t.api == api).collect();
-            let names: BTreeSet<&str> = types.iter().map(|t| t.name.as_str()).collect();
-            for t in types {
-                let tokens = TokenStream::from_str(&t.text)
-                    .expect("a summary's types are printed tokens, which lex again");
-                let tokens = without_docs(tokens);
-                let mut uses = BTreeSet::new();
-                idents(&tokens, &mut |ident| {
-                    if let Some(&name) = names.get(ident)
-                        && name != t.name
-                    {
-                        uses.insert(name);
-                    }
-                });
+            for t in summary.types.iter().filter(|t| t.api == api) {
                 defs.entry(&t.name).or_default().push(Definition {
-                    key: tokens.to_string(),
-                    uses,
+                    key: &t.key,
+                    uses: t.uses.iter().map(String::as_str).collect(),
                     text: &t.text,
                     rank: (at, api == Api::Driver),
                 });

@@ -34,7 +34,7 @@ use crate::inputs::{hex, sha256_hex};
 use crate::model::Summary;
 
 /// The version of the file format and of what a summary holds.
-const FORMAT: &str = "hostcb-summary-v2";
+const FORMAT: &str = "hostcb-summary-v3";
 
 /// The summary cache of one configuration: what every key shares, computed once.
 pub struct Cache<'a> {
