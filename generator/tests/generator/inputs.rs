@@ -5,7 +5,6 @@
 
 use std::cell::Cell;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -14,7 +13,6 @@ use hostcb_generator::inputs::{
     self, Fetch, Fetcher, InputError, Lock, LockEntry, Pip, sha256_file, unpack_wheel, verify_wheel,
 };
 use sha2::Digest;
-use zip::write::SimpleFileOptions;
 
 /// The RECORD hash of `bytes`: `sha256=` and the unpadded URL-safe base64 of the digest.
 fn record_hash(bytes: &[u8]) -> String {
@@ -62,20 +60,17 @@ fn make_wheel(path: &Path, entries: &[(&str, &str)]) {
     write_zip(path, &entries);
 }
 
-/// Writes a zip at `path` with exactly the given entries.
+/// Writes a zip at `path` with exactly the given entries, deflated.
 fn write_zip(path: &Path, entries: &[(String, String)]) {
-    let mut zip = zip::ZipWriter::new(fs::File::create(path).unwrap());
-    for (name, body) in entries {
-        if name.ends_with('/') {
-            zip.add_directory(name.as_str(), SimpleFileOptions::default())
-                .unwrap();
-        } else {
-            zip.start_file(name.as_str(), SimpleFileOptions::default())
-                .unwrap();
-            zip.write_all(body.as_bytes()).unwrap();
-        }
-    }
-    zip.finish().unwrap();
+    let entries: Vec<(String, Vec<u8>)> = entries
+        .iter()
+        .map(|(name, body)| (name.clone(), body.clone().into_bytes()))
+        .collect();
+    fs::write(
+        path,
+        crate::zip(&entries, rawzip::CompressionMethod::DEFLATE),
+    )
+    .unwrap();
 }
 
 fn cuda_h(version: u32) -> String {
