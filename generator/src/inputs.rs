@@ -137,7 +137,7 @@ pub fn histories(
             continue;
         }
         let spec = &config.lock.target(older)?.headers;
-        let (mut wheel, entry) = fetcher.wheel(spec, &config.cache)?;
+        let (wheel, entry) = fetcher.wheel(spec, &config.cache)?;
         for (name, texts) in [
             ("cuda_runtime_api.h", &mut runtime),
             ("cudaTypedefs.h", &mut driver),
@@ -260,7 +260,7 @@ impl Fetcher {
         let mut include_dirs = Vec::new();
         let mut source = Vec::new();
         for pin in header_pins(&self.lock, ctk)? {
-            let (mut wheel, entry) = self.wheel(&pin.spec, cache)?;
+            let (wheel, entry) = self.wheel(&pin.spec, cache)?;
             let root = folder.path().join(&entry.name);
             std::fs::create_dir(&root).map_err(InputError::io(&root))?;
             wheel.unpack(pin.keep, &root)?;
@@ -282,14 +282,14 @@ impl Fetcher {
     /// there unpacked (see `inputs/libclang.rs`), with the clang arguments it needs.
     /// `LIBCLANG_PATH` is not consulted here (see [`libclang`]).
     pub fn libclang(&self, cache: &Path) -> Result<Libclang, InputError> {
-        let (mut wheel, entry) = self.wheel(LIBCLANG_SPEC, cache).map_err(|e| match e {
+        let (wheel, entry) = self.wheel(LIBCLANG_SPEC, cache).map_err(|e| match e {
             InputError::Download { detail, .. } => InputError::NoLibclang {
                 spec: LIBCLANG_SPEC.to_owned(),
                 detail,
             },
             other => other,
         })?;
-        let (library, sha256) = libclang::cached_library(&mut wheel, &cache.join("libclang"))?;
+        let (library, sha256) = libclang::cached_library(&wheel, &cache.join("libclang"))?;
         Ok(Libclang {
             library,
             version: LIBCLANG_VERSION.to_owned(),

@@ -152,8 +152,7 @@ fn index_with_a_wrong_crt_wheel(dir: &Path) {
     std::fs::create_dir_all(dir.join("cache")).unwrap();
     // The real runtime wheel (from the tests' fixture), so that only the crt wheel is wrong.
     copy_wheels(&["nvidia-cuda-runtime==13.0.96"], &index);
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(index.join(CRT_13_0)).unwrap());
-    for (name, text) in [
+    let entries: Entries = [
         (
             "nvidia/cu13/include/crt/host_defines.h",
             "/* not the real header */\n",
@@ -167,11 +166,11 @@ fn index_with_a_wrong_crt_wheel(dir: &Path) {
             "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-manylinux2014_x86_64\n",
         ),
         ("nvidia_cuda_crt-13.0.88.dist-info/RECORD", ""),
-    ] {
-        zip.start_file::<_, ()>(name, Default::default()).unwrap();
-        zip.write_all(text.as_bytes()).unwrap();
-    }
-    zip.finish().unwrap();
+    ]
+    .into_iter()
+    .map(|(name, text)| (name.to_owned(), text.as_bytes().to_vec()))
+    .collect();
+    std::fs::write(index.join(CRT_13_0), zip(&entries)).unwrap();
 }
 
 /// The content of the stale cached wheel of [`a_stale_cached_wheel`].
@@ -634,17 +633,51 @@ fn real_13_0_wheels() -> tempfile::TempDir {
     dir
 }
 
-/// The entries of a zip, in order.
+/// The entries of a zip, in order (stored or deflated, each checked against its CRC-32 and
+/// size).
 fn zip_entries(path: &Path) -> Entries {
-    let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
-    (0..zip.len())
-        .map(|i| {
-            let mut e = zip.by_index(i).unwrap();
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut e, &mut bytes).unwrap();
-            (e.name().unwrap().into_owned(), bytes)
-        })
-        .collect()
+    let bytes = std::fs::read(path).unwrap();
+    let archive = rawzip::ZipArchive::from_slice(&bytes).unwrap();
+    let mut out = Vec::new();
+    for entry in archive.entries() {
+        let entry = entry.unwrap();
+        let name = String::from_utf8(entry.file_path().as_ref().to_vec()).unwrap();
+        let local = archive.get_entry(entry.wayfinder()).unwrap();
+        let mut content = Vec::new();
+        let read = match entry.compression_method() {
+            rawzip::CompressionMethod::STORE => {
+                std::io::Read::read_to_end(&mut local.verifying_reader(local.data()), &mut content)
+            }
+            rawzip::CompressionMethod::DEFLATE => std::io::Read::read_to_end(
+                &mut local.verifying_reader(flate2::read::DeflateDecoder::new(local.data())),
+                &mut content,
+            ),
+            other => panic!("{name} is compressed with method {other}"),
+        };
+        read.unwrap();
+        out.push((name, content));
+    }
+    out
+}
+
+/// A zip of `entries`, deflated, their names written as they are.
+fn zip(entries: &Entries) -> Vec<u8> {
+    let mut zip = rawzip::ZipArchiveWriter::new(Vec::new());
+    for (name, content) in entries {
+        let (mut entry, config) = zip
+            .new_file(rawzip::path::EntryPath::verbatim(name.as_bytes()))
+            .compression_method(rawzip::CompressionMethod::DEFLATE)
+            .unix_permissions(0o644)
+            .start()
+            .unwrap();
+        let deflate = flate2::write::DeflateEncoder::new(&mut entry, Default::default());
+        let mut writer = config.wrap(deflate);
+        writer.write_all(content).unwrap();
+        let (deflate, descriptor) = writer.finish().unwrap();
+        deflate.finish().unwrap();
+        entry.finish(descriptor).unwrap();
+    }
+    zip.finish().unwrap()
 }
 
 /// The hash of `bytes` as a wheel's RECORD spells it: `urlsafe_b64(sha256)` without padding.
@@ -707,15 +740,7 @@ fn respin(src: &Path, dir: &Path, version: &str, edit: impl FnOnce(&mut Entries)
     true_record(&mut entries);
     edit(&mut entries);
     let path = dir.join(name.replace(&format!("-{old}-"), &format!("-{version}-")));
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-    let options = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated)
-        .large_file(true);
-    for (n, bytes) in &entries {
-        zip.start_file(n.as_str(), options).unwrap();
-        zip.write_all(bytes).unwrap();
-    }
-    zip.finish().unwrap();
+    std::fs::write(&path, zip(&entries)).unwrap();
     path
 }
 
@@ -1001,8 +1026,8 @@ pin_refused! {
         error: &["its entry nvidia/cu13/include/cuda.h does not match its own RECORD"],
         ..BadWheel::PLAIN
     };
-    /// A zip holding two entries of one name (python's zipfile writes that; the zip crate would
-    /// read the last one only).
+    /// A zip holding two entries of one name (python's zipfile writes that; a reader that maps
+    /// names to entries would see one of them only).
     pin_refuses_a_zip_with_a_name_twice: BadWheel {
         then: |wheel| {
             let script = "import sys, zipfile, warnings\nwarnings.simplefilter('ignore')\nz = zipfile.ZipFile(sys.argv[1], 'a')\nz.writestr('nvidia/cu13/include/cuda.h', '#define CUDA_VERSION 13000\\n')\nz.close()\n";

@@ -55,13 +55,13 @@ pub enum InputError {
         /// The entry's name as stored.
         entry: String,
     },
-    /// A wheel is not a readable zip.
-    #[error("{}: not a readable wheel ({source}); delete it and retry", wheel.display())]
+    /// A wheel is not a readable zip, or holds an entry that cannot be read as it is stored.
+    #[error("{}: not a readable wheel ({detail}); delete it and retry", wheel.display())]
     Zip {
         /// The wheel.
         wheel: PathBuf,
-        /// What the zip reader said.
-        source: zip::result::ZipError,
+        /// What is wrong, in the zip reader's words or the generator's (one line).
+        detail: String,
     },
     /// A wheel has nothing under the folder generation needs.
     #[error(

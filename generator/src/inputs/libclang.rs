@@ -43,10 +43,7 @@ enum Found {
 /// The pinned library in the cache folder `dir`, checked (or unpacked again) as the module
 /// documentation says: its path and its SHA-256, as the RECORD of the hash-checked `wheel`
 /// states it.
-pub(crate) fn cached_library(
-    wheel: &mut Wheel,
-    dir: &Path,
-) -> Result<(PathBuf, String), InputError> {
+pub(crate) fn cached_library(wheel: &Wheel, dir: &Path) -> Result<(PathBuf, String), InputError> {
     let want = match &wheel.stated(LIBCLANG_IN_WHEEL)?[..] {
         [one] if one.path == LIBCLANG_IN_WHEEL => one.clone(),
         _ => {

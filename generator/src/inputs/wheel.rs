@@ -2,16 +2,22 @@
 //! taken of the open file and the zip is read from that same file, so the bytes checked against
 //! the lock are the bytes unpacked. Opening checks what a wheel promises about itself before
 //! anything of it is trusted: unique, plain entry names; exactly one `*.dist-info/RECORD` that
-//! lists every file once, with the size the zip states; and a cap on the decompressed size.
-//! Unpacking checks each written file's size and SHA-256 against its RECORD line.
+//! lists every file once, with the size the zip states; no links; and a cap on the decompressed
+//! size. Unpacking checks each written file's size and SHA-256 against its RECORD line, and its
+//! CRC-32 against the zip's.
+//!
+//! The zip is read with rawzip, which parses the archive's structure and leaves the rest to its
+//! caller: entries are inflated here (flate2), and the checks on names, doubles, links and sizes
+//! are this module's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs;
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
+use rawzip::{CompressionMethod, Crc32, FileReader, ZipArchive, ZipArchiveEntryWayfinder};
 use sha2::{Digest, Sha256};
 
 use super::error::InputError;
@@ -168,11 +174,92 @@ fn is_safe(name: &str) -> bool {
             .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
+/// Whether an entry is a folder: its name ends in a slash (or a backslash, which some Windows
+/// tools write). A folder holds nothing to check or unpack.
+fn is_dir(name: &str) -> bool {
+    name.ends_with(['/', '\\'])
+}
+
+/// The Unix mode an entry records, if any: the upper half of its external attributes where it
+/// was made on Unix, or on another system that set that half; for one made on MS-DOS (which
+/// records only a read-only bit), a plain file's. None where the attributes are zero.
+fn unix_mode(made_by: rawzip::VersionMadeBy, attributes: u32) -> Option<u32> {
+    /// The set-user-ID, set-group-ID and sticky bits, never kept.
+    const SPECIAL: u32 = 0o7000;
+    let mode = attributes >> 16;
+    let system = made_by.creator_system();
+    if attributes == 0 {
+        None
+    } else if system == rawzip::CreatorSystem::FAT {
+        Some(0o100_644)
+    } else if system == rawzip::CreatorSystem::UNIX || mode != 0 {
+        Some(mode & !SPECIAL)
+    } else {
+        None
+    }
+}
+
+/// Whether a Unix mode has the file type bits of a symbolic link (or a type that contains them).
+fn is_link(mode: Option<u32>) -> bool {
+    const S_IFLNK: u32 = 0o120_000;
+    mode.is_some_and(|m| m & S_IFLNK == S_IFLNK)
+}
+
+/// What is wrong with the zip's end records that rawzip reads past, if anything:
+///
+/// - a zip that says it is split over several disks (in the end of central directory record, or
+///   where there is one in the Zip64 locator before it): no wheel is, and readers differ on one
+///   (some refuse it, others read it as one file);
+/// - a central directory that lies before where the end record says: rawzip then reads the
+///   entries at the offsets they state, where Python's zipfile (pip's reader) moves them back by
+///   the difference, so the two would read different bytes. (One that lies after it, behind data
+///   put before the zip, is read alike by both.)
+fn end_record_problem(archive: &ZipArchive<FileReader>) -> io::Result<Option<&'static str>> {
+    const SPLIT: &str = "it says it is split over several disks";
+    let read = |at: u64, buf: &mut [u8]| {
+        rawzip::RangeReader::new(archive.get_ref(), at..at + buf.len() as u64).read_exact(buf)
+    };
+    let eocd = archive.eocd_offset();
+    let mut end = [0u8; 22];
+    read(eocd, &mut end)?;
+    let mut locator = [0u8; 20];
+    if let Some(at) = eocd.checked_sub(20)
+        && read(at, &mut locator).is_ok()
+        && locator[..4] == 0x0706_4b50u32.to_le_bytes()
+    {
+        let disks = u32::from_le_bytes([locator[16], locator[17], locator[18], locator[19]]);
+        return Ok((disks > 1).then_some(SPLIT));
+    }
+    if end[4..8] != [0; 4] || end[8..10] != end[10..12] {
+        return Ok(Some(SPLIT));
+    }
+    let stated = u32::from_le_bytes([end[16], end[17], end[18], end[19]]);
+    if archive.directory_offset() < u64::from(stated) {
+        return Ok(Some(
+            "its central directory lies before where its end record says",
+        ));
+    }
+    Ok(None)
+}
+
+/// Where one file of a wheel lies and how it is stored, as the zip's central directory says.
+#[derive(Clone, Copy, Debug)]
+struct Stored {
+    at: ZipArchiveEntryWayfinder,
+    method: CompressionMethod,
+    encrypted: bool,
+    crc32: u32,
+    size: u64,
+    mode: Option<u32>,
+}
+
 /// A wheel file, opened once and checked as the module documentation says.
 pub struct Wheel {
     path: PathBuf,
     sha256: String,
-    archive: zip::ZipArchive<io::BufReader<fs::File>>,
+    archive: ZipArchive<FileReader>,
+    /// Where each file entry lies, by name (folders left out).
+    stored: BTreeMap<String, Stored>,
     /// Every file the wheel holds (RECORD lines, checked against the zip), by path.
     files: BTreeMap<String, FileRecord>,
 }
@@ -211,51 +298,91 @@ impl Wheel {
                 path: path.to_owned(),
             });
         }
-        file.rewind().map_err(InputError::io(path))?;
-        let zip_err = |source| InputError::Zip {
+        let zip_err = |detail: String| InputError::Zip {
             wheel: path.to_owned(),
-            source,
+            detail,
         };
         let untrusted = |problem: String| InputError::UntrustedWheel {
             wheel: path.to_owned(),
             problem,
         };
-        let mut archive = zip::ZipArchive::new(io::BufReader::new(file)).map_err(zip_err)?;
-        if archive.has_duplicate_names() {
+        // Large enough for any central directory record, so no entry is refused for its length.
+        let mut buffer = vec![0u8; rawzip::MAX_CENTRAL_DIRECTORY_RECORD_SIZE];
+        // rawzip reads at offsets (pread) and finds the end itself: no rewind after the hash.
+        let archive =
+            ZipArchive::from_file(file, &mut buffer).map_err(|e| zip_err(e.to_string()))?;
+        if let Some(problem) = end_record_problem(&archive).map_err(|e| zip_err(e.to_string()))? {
+            return Err(zip_err(problem.to_owned()));
+        }
+        // The whole central directory first: its names are checked for doubles before anything
+        // else of it is judged.
+        let mut central = Vec::new();
+        let mut entries = archive.entries(&mut buffer);
+        while let Some(entry) = entries.next_entry().map_err(|e| zip_err(e.to_string()))? {
+            let stored = Stored {
+                at: entry.wayfinder(),
+                method: entry.compression_method(),
+                encrypted: entry.flags().is_encrypted(),
+                crc32: entry.crc32(),
+                size: entry.uncompressed_size_hint(),
+                mode: unix_mode(entry.version_made_by(), entry.external_attributes()),
+            };
+            central.push((entry.file_path().as_ref().to_vec(), stored));
+        }
+        // The end record's count against the records read: a directory cut short, or one that
+        // runs on, is a broken zip.
+        if central.len() as u64 != archive.entries_hint() {
+            return Err(zip_err(format!(
+                "its central directory holds {} entries, its end record says {}",
+                central.len(),
+                archive.entries_hint()
+            )));
+        }
+        let mut names = BTreeSet::new();
+        if !central
+            .iter()
+            .all(|(name, _)| names.insert(name.as_slice()))
+        {
             return Err(untrusted(
                 "it holds two zip entries of one name (a reader would see only one of them)"
                     .to_owned(),
             ));
         }
-        let mut sizes = BTreeMap::new();
+        let mut stored = BTreeMap::new();
         let mut records = Vec::new();
         let mut total = 0u64;
-        for i in 0..archive.len() {
-            let entry = archive.by_index_raw(i).map_err(zip_err)?;
-            let name = entry.name().map_err(zip_err)?.into_owned();
-            if !is_safe(&name) || entry.is_symlink() {
+        for (raw, entry) in central {
+            // Wheels name their entries in UTF-8; a name in another encoding would be read
+            // differently by different tools.
+            let name = String::from_utf8(raw).map_err(|e| {
+                untrusted(format!(
+                    "it holds an entry whose name is not UTF-8 ({:?})",
+                    String::from_utf8_lossy(e.as_bytes())
+                ))
+            })?;
+            if !is_safe(&name) || is_link(entry.mode) {
                 return Err(InputError::UnsafeEntry {
                     wheel: path.to_owned(),
                     entry: name,
                 });
             }
-            total = total.saturating_add(entry.size());
-            if entry.is_dir() {
+            total = total.saturating_add(entry.size);
+            if is_dir(&name) {
                 continue;
             }
             if let Some(dist_info) = name.strip_suffix(".dist-info/RECORD")
                 && !dist_info.contains('/')
             {
-                records.push((i, name.clone()));
+                records.push(name.clone());
             }
-            sizes.insert(name, entry.size());
+            stored.insert(name, entry);
         }
         if total > MAX_UNPACKED_BYTES {
             return Err(untrusted(format!(
                 "it decompresses to {total} bytes, more than the cap of {MAX_UNPACKED_BYTES} bytes"
             )));
         }
-        let (record_index, record_name) = match &records[..] {
+        let record_name = match &records[..] {
             [one] => one.clone(),
             [] => return Err(untrusted("it has no *.dist-info/RECORD".to_owned())),
             _ => {
@@ -265,15 +392,32 @@ impl Wheel {
                 )));
             }
         };
-        let mut record = String::new();
-        archive
-            .by_index(record_index)
-            .map_err(zip_err)?
-            .take(MAX_RECORD_BYTES)
-            .read_to_string(&mut record)
+        let record_entry = stored[&record_name];
+        if record_entry.size > MAX_RECORD_BYTES {
+            return Err(untrusted(format!(
+                "its RECORD has {} bytes, more than the cap of {MAX_RECORD_BYTES} bytes",
+                record_entry.size
+            )));
+        }
+        let mut record = Hashing::new(Vec::new());
+        io::copy(
+            &mut open_entry(path, &archive, &record_name, &record_entry)?
+                .take(record_entry.size + 1),
+            &mut record,
+        )
+        .map_err(|e| untrusted(format!("its RECORD is unreadable ({e})")))?;
+        if record.len != record_entry.size {
+            return Err(untrusted(format!(
+                "its RECORD is unreadable (it holds {}, its zip entry says {} bytes)",
+                length(record.len, record_entry.size),
+                record_entry.size
+            )));
+        }
+        check_crc(path, &record_name, &record_entry, &record.crc)?;
+        let record = String::from_utf8(record.inner)
             .map_err(|e| untrusted(format!("its RECORD is unreadable ({e})")))?;
         let files = parse_record(&record, &record_name).map_err(untrusted)?;
-        for (name, size) in &sizes {
+        for (name, Stored { size, .. }) in &stored {
             let unlisted_ok = *name == record_name
                 || name.ends_with(".dist-info/RECORD.jws")
                 || name.ends_with(".dist-info/RECORD.p7s");
@@ -289,7 +433,7 @@ impl Wheel {
                 Some(_) => {}
             }
         }
-        if let Some(name) = files.keys().find(|n| !sizes.contains_key(*n)) {
+        if let Some(name) = files.keys().find(|n| !stored.contains_key(*n)) {
             return Err(untrusted(format!(
                 "its RECORD lists {name}, which the wheel does not hold"
             )));
@@ -298,6 +442,7 @@ impl Wheel {
             path: path.to_owned(),
             sha256,
             archive,
+            stored,
             files,
         })
     }
@@ -332,51 +477,35 @@ impl Wheel {
 
     /// Writes the files at or under `keep` into the existing, empty folder `dest` (keeping their
     /// paths) and returns them, sorted by path. Each file must have the size and SHA-256 its
-    /// RECORD line states; no entry is read beyond that size.
-    pub(crate) fn unpack(
-        &mut self,
-        keep: &str,
-        dest: &Path,
-    ) -> Result<Vec<FileRecord>, InputError> {
+    /// RECORD line states, and the CRC-32 its zip entry states; no entry is read beyond that size.
+    pub(crate) fn unpack(&self, keep: &str, dest: &Path) -> Result<Vec<FileRecord>, InputError> {
         let stated = self.stated(keep)?;
-        let wheel = self.path.clone();
-        let zip_err = |source| InputError::Zip {
-            wheel: wheel.clone(),
-            source,
-        };
         for want in &stated {
-            let mut entry = self.archive.by_name(&want.path).map_err(zip_err)?;
+            let (mut entry, stored) = self.entry(&want.path)?;
             let out = dest.join(&want.path);
             if let Some(parent) = out.parent() {
                 fs::create_dir_all(parent).map_err(InputError::io(parent))?;
             }
-            let mut file = Hashing {
-                inner: fs::File::create_new(&out).map_err(InputError::io(&out))?,
-                hasher: Sha256::new(),
-                len: 0,
-            };
+            let mut file = Hashing::new(fs::File::create_new(&out).map_err(InputError::io(&out))?);
             // One byte past the stated size is enough to tell that it lies.
             io::copy(&mut (&mut entry).take(want.size + 1), &mut file)
                 .map_err(InputError::io(&out))?;
-            let got = hex(&file.hasher.finalize());
+            let got = hex(&file.sha256.finalize());
             if file.len != want.size || got != want.sha256 {
                 return Err(InputError::InconsistentWheel {
                     wheel: self.path.clone(),
                     entry: want.path.clone(),
                     detail: format!(
                         "its bytes are {} with sha256 {got}, its RECORD says {} bytes with sha256 {}",
-                        if file.len > want.size {
-                            format!("more than {} bytes", want.size)
-                        } else {
-                            format!("{} bytes", file.len)
-                        },
+                        length(file.len, want.size),
                         want.size,
                         want.sha256
                     ),
                 });
             }
+            check_crc(&self.path, &want.path, stored, &file.crc)?;
             #[cfg(unix)]
-            if let Some(mode) = entry.unix_mode() {
+            if let Some(mode) = stored.mode {
                 use std::os::unix::fs::PermissionsExt;
                 // Owner read/write always, so the cache can be read and deleted.
                 let perms = fs::Permissions::from_mode((mode & 0o755) | 0o600);
@@ -387,28 +516,21 @@ impl Wheel {
     }
 
     /// The bytes of the one file `path` of the wheel, which must have the size and SHA-256 its
-    /// RECORD line states (no more than that size is read).
-    pub(crate) fn read_file(&mut self, path: &str) -> Result<Vec<u8>, InputError> {
+    /// RECORD line states and the CRC-32 its zip entry states (no more than that size is read).
+    pub(crate) fn read_file(&self, path: &str) -> Result<Vec<u8>, InputError> {
         let want = self
             .files
             .get(path)
-            .cloned()
             .ok_or_else(|| InputError::NothingToUnpack {
                 wheel: self.path.clone(),
                 prefix: path.to_owned(),
             })?;
-        let wheel = self.path.clone();
-        let mut entry = self
-            .archive
-            .by_name(&want.path)
-            .map_err(|source| InputError::Zip { wheel, source })?;
-        let mut bytes = Vec::new();
-        (&mut entry)
-            .take(want.size + 1)
-            .read_to_end(&mut bytes)
+        let (mut entry, stored) = self.entry(&want.path)?;
+        let mut bytes = Hashing::new(Vec::new());
+        io::copy(&mut (&mut entry).take(want.size + 1), &mut bytes)
             .map_err(InputError::io(&self.path))?;
-        let got = hex(&Sha256::digest(&bytes));
-        if bytes.len() as u64 != want.size || got != want.sha256 {
+        let got = hex(&bytes.sha256.finalize());
+        if bytes.len != want.size || got != want.sha256 {
             return Err(InputError::InconsistentWheel {
                 wheel: self.path.clone(),
                 entry: want.path.clone(),
@@ -418,7 +540,71 @@ impl Wheel {
                 ),
             });
         }
-        Ok(bytes)
+        check_crc(&self.path, &want.path, stored, &bytes.crc)?;
+        Ok(bytes.inner)
+    }
+
+    /// A reader of the bytes of the file `name` of the wheel, and where the zip says it lies.
+    fn entry(&self, name: &str) -> Result<(Box<dyn Read + '_>, &Stored), InputError> {
+        let stored = self.stored.get(name).ok_or_else(|| InputError::Zip {
+            wheel: self.path.clone(),
+            detail: format!("it has no entry {name}"),
+        })?;
+        Ok((open_entry(&self.path, &self.archive, name, stored)?, stored))
+    }
+}
+
+/// A reader of the bytes of the entry `name` of the wheel `wheel`, which `stored` locates in
+/// `archive`: as they are, or inflated. An entry encrypted, or compressed by another method than
+/// these two (which are all that wheels use), cannot be read.
+fn open_entry<'a>(
+    wheel: &Path,
+    archive: &'a ZipArchive<FileReader>,
+    name: &str,
+    stored: &Stored,
+) -> Result<Box<dyn Read + 'a>, InputError> {
+    let unreadable = |detail: String| InputError::Zip {
+        wheel: wheel.to_owned(),
+        detail,
+    };
+    if stored.encrypted {
+        return Err(unreadable(format!("its entry {name} is encrypted")));
+    }
+    let raw = archive
+        .get_entry(stored.at)
+        .map_err(|e| unreadable(format!("its entry {name}: {e}")))?
+        .reader();
+    match stored.method {
+        CompressionMethod::STORE => Ok(Box::new(raw)),
+        CompressionMethod::DEFLATE => Ok(Box::new(flate2::read::DeflateDecoder::new(raw))),
+        other => Err(unreadable(format!(
+            "its entry {name} is compressed with method {other}, not stored or deflated"
+        ))),
+    }
+}
+
+/// Checks the CRC-32 of the bytes read of the entry `name` against the one its zip entry states.
+fn check_crc(wheel: &Path, name: &str, stored: &Stored, crc: &Crc32) -> Result<(), InputError> {
+    if crc.checksum() == stored.crc32 {
+        return Ok(());
+    }
+    Err(InputError::Zip {
+        wheel: wheel.to_owned(),
+        detail: format!(
+            "its entry {name} has CRC-32 {:08x}, its zip entry states {:08x}",
+            crc.checksum(),
+            stored.crc32
+        ),
+    })
+}
+
+/// `len` bytes as read of an entry stated to hold `size`, of which one past `size` at most was
+/// read: `12 bytes`, or `more than 12 bytes`.
+fn length(len: u64, size: u64) -> String {
+    if len > size {
+        format!("more than {size} bytes")
+    } else {
+        format!("{len} bytes")
     }
 }
 
@@ -513,7 +699,7 @@ pub fn verify_wheel(path: &Path, entry: &LockEntry) -> Result<(), InputError> {
 /// keeping their paths, after checking the wheel (see [`Wheel::open`]): if any entry is unsafe or
 /// the wheel breaks its own RECORD, nothing is written.
 pub fn unpack_wheel(wheel: &Path, keep: &str, dest: &Path) -> Result<(), InputError> {
-    let mut wheel = Wheel::open(wheel)?;
+    let wheel = Wheel::open(wheel)?;
     wheel.stated(keep)?;
     fs::create_dir_all(dest).map_err(InputError::io(dest))?;
     wheel.unpack(keep, dest).map(drop)
@@ -613,17 +799,30 @@ fn human_size(bytes: u64) -> String {
     format!("{:.1} MB ({bytes} bytes)", bytes as f64 / 1e6)
 }
 
-/// A writer that hashes what it passes on.
+/// A writer that hashes what it passes on, counts it, and takes its CRC-32.
 struct Hashing<W> {
     inner: W,
-    hasher: Sha256,
+    sha256: Sha256,
+    crc: Crc32,
     len: u64,
+}
+
+impl<W> Hashing<W> {
+    fn new(inner: W) -> Hashing<W> {
+        Hashing {
+            inner,
+            sha256: Sha256::new(),
+            crc: Crc32::new(),
+            len: 0,
+        }
+    }
 }
 
 impl<W: Write> Write for Hashing<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
+        self.sha256.update(&buf[..n]);
+        self.crc.update(&buf[..n]);
         self.len += n as u64;
         Ok(n)
     }

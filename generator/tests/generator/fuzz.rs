@@ -28,7 +28,6 @@
 //! takes from pip is a wheel file, checked here as a wheel and against the lock.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -340,16 +339,13 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> Result<(),
     Ok(())
 }
 
-/// The `RECORD` of a wheel's bytes, read here with the zip crate: path → (size, SHA-256 hex).
+/// The `RECORD` of a wheel's bytes, read here apart from the generator's reader: path → (size,
+/// SHA-256 hex).
 fn record_of(bytes: &[u8]) -> Option<BTreeMap<String, (u64, String)>> {
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).ok()?;
-    let name = zip
-        .file_names()
-        .filter_map(Result::ok)
-        .find(|n| n.ends_with(".dist-info/RECORD"))?
-        .into_owned();
-    let mut text = String::new();
-    zip.by_name(&name).ok()?.read_to_string(&mut text).ok()?;
+    let (_, text) = crate::unzip(bytes, |n| n.ends_with(".dist-info/RECORD"))?
+        .into_iter()
+        .next()?;
+    let text = String::from_utf8(text).ok()?;
     let mut record = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let mut parts = line.rsplitn(3, ',');
@@ -460,14 +456,7 @@ fn mutate(rng: &mut fastrand::Rng, input: &mut Vec<u8>, dict: &[&[u8]], seeds: &
 /// [`mutate`], or an entry dropped or doubled, then zipped again (stored or deflated). `None`
 /// when the seed is not a readable zip.
 fn mutate_wheel(rng: &mut fastrand::Rng, seed: &[u8], seeds: &Seeds) -> Option<Vec<u8>> {
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(seed)).ok()?;
-    let mut entries = Vec::new();
-    for i in 0..zip.len() {
-        let mut e = zip.by_index(i).ok()?;
-        let mut bytes = Vec::new();
-        e.read_to_end(&mut bytes).ok()?;
-        entries.push((e.name().ok()?.into_owned(), bytes));
-    }
+    let mut entries = crate::unzip(seed, |_| true)?;
     let dict = WHEEL_DICT;
     let i = rng.usize(..entries.len());
     match rng.u8(0..6) {
@@ -490,21 +479,13 @@ fn mutate_wheel(rng: &mut fastrand::Rng, seed: &[u8], seeds: &Seeds) -> Option<V
             entries.push(copy);
         }
     }
-    let mut out = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let method = if rng.bool() {
-        zip::CompressionMethod::Stored
+        rawzip::CompressionMethod::STORE
     } else {
-        zip::CompressionMethod::Deflated
+        rawzip::CompressionMethod::DEFLATE
     };
-    let options = zip::write::SimpleFileOptions::default().compression_method(method);
-    for (name, bytes) in &entries {
-        // A doubled name is refused by the writer; the raw mutations reach that case.
-        if out.start_file(name.as_str(), options).is_err() {
-            continue;
-        }
-        out.write_all(bytes).ok()?;
-    }
-    Some(out.finish().ok()?.into_inner())
+    // A doubled entry is written twice, which the reader must refuse.
+    Some(crate::zip(&entries, method))
 }
 
 // ---------------------------------------------------------------------------------------------

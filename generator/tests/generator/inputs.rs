@@ -5,7 +5,6 @@
 
 use std::cell::Cell;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -14,7 +13,6 @@ use hostcb_generator::inputs::{
     self, Fetch, Fetcher, InputError, Lock, LockEntry, Pip, sha256_file, unpack_wheel, verify_wheel,
 };
 use sha2::Digest;
-use zip::write::SimpleFileOptions;
 
 /// The RECORD hash of `bytes`: `sha256=` and the unpadded URL-safe base64 of the digest.
 fn record_hash(bytes: &[u8]) -> String {
@@ -62,20 +60,17 @@ fn make_wheel(path: &Path, entries: &[(&str, &str)]) {
     write_zip(path, &entries);
 }
 
-/// Writes a zip at `path` with exactly the given entries.
+/// Writes a zip at `path` with exactly the given entries, deflated.
 fn write_zip(path: &Path, entries: &[(String, String)]) {
-    let mut zip = zip::ZipWriter::new(fs::File::create(path).unwrap());
-    for (name, body) in entries {
-        if name.ends_with('/') {
-            zip.add_directory(name.as_str(), SimpleFileOptions::default())
-                .unwrap();
-        } else {
-            zip.start_file(name.as_str(), SimpleFileOptions::default())
-                .unwrap();
-            zip.write_all(body.as_bytes()).unwrap();
-        }
-    }
-    zip.finish().unwrap();
+    let entries: Vec<(String, Vec<u8>)> = entries
+        .iter()
+        .map(|(name, body)| (name.clone(), body.clone().into_bytes()))
+        .collect();
+    fs::write(
+        path,
+        crate::zip(&entries, rawzip::CompressionMethod::DEFLATE),
+    )
+    .unwrap();
 }
 
 fn cuda_h(version: u32) -> String {
@@ -185,6 +180,118 @@ fn zip_slip_entries_are_rejected_and_nothing_is_written() {
         assert!(!dest.exists(), "something was unpacked for {evil}");
         assert!(!tmp.path().join("evil").exists());
     }
+}
+
+/// A stored zip of `entries`: raw name bytes, Unix mode, content.
+fn zip_with_modes(entries: &[(&[u8], u32, &[u8])]) -> Vec<u8> {
+    use std::io::Write;
+    let mut zip = rawzip::ZipArchiveWriter::new(Vec::new());
+    for (name, mode, content) in entries {
+        let (mut entry, config) = zip
+            .new_file(rawzip::path::EntryPath::verbatim(*name))
+            .unix_permissions(*mode)
+            .start()
+            .unwrap();
+        let mut writer = config.wrap(&mut entry);
+        writer.write_all(content).unwrap();
+        let (_, descriptor) = writer.finish().unwrap();
+        entry.finish(descriptor).unwrap();
+    }
+    zip.finish().unwrap()
+}
+
+/// An entry whose Unix mode makes it a symbolic link, and one whose name is not UTF-8 (which
+/// tools would read differently), are refused before anything is unpacked.
+#[test]
+fn link_entries_and_names_not_in_utf8_are_rejected_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let record = b"w-1.0.dist-info/RECORD".as_slice();
+    for (bad, mode, want) in [
+        (
+            b"nvidia/cu13/include/link.h".as_slice(),
+            0o120_777,
+            "entry 'nvidia/cu13/include/link.h' is unsafe",
+        ),
+        (
+            b"nvidia/cu13/include/\xff.h".as_slice(),
+            0o100_644,
+            "it holds an entry whose name is not UTF-8 (\"nvidia/cu13/include/\u{fffd}.h\")",
+        ),
+    ] {
+        let wheel = tmp.path().join("bad.whl");
+        let entries = [
+            (
+                b"nvidia/cu13/include/cuda.h".as_slice(),
+                0o644,
+                b"ok".as_slice(),
+            ),
+            (bad, mode, b"../../../../etc/passwd".as_slice()),
+            (record, 0o644, b"".as_slice()),
+        ];
+        fs::write(&wheel, zip_with_modes(&entries)).unwrap();
+        let dest = tmp.path().join("out");
+        let msg = unpack_wheel(&wheel, "nvidia/cu13/include", &dest)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains(want), "{msg}");
+        assert!(!dest.exists(), "something was unpacked for {msg}");
+    }
+}
+
+/// A wheel whose end of central directory record misleads is refused, though rawzip would read
+/// past it: one that says it spans a second disk, one whose central directory lies before where
+/// the record says, and one that counts an entry more than the directory holds.
+#[test]
+fn wheels_whose_end_record_misleads_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("w-1.0-py3-none-any.whl");
+    make_wheel(&good, &[("x/a.h", "#define A 1\n")]);
+    unpack_wheel(&good, "x", &tmp.path().join("good")).unwrap();
+    let bytes = fs::read(&good).unwrap();
+    let end = bytes.windows(4).rposition(|w| w == b"PK\x05\x06").unwrap();
+    let directory = u32::from_le_bytes(bytes[end + 16..end + 20].try_into().unwrap());
+    let mut failures = Vec::new();
+    for (case, edits, want) in [
+        (
+            "this disk the second",
+            vec![(4, 1u16.to_le_bytes().to_vec())],
+            "not a readable wheel (it says it is split over several disks)",
+        ),
+        (
+            "the directory on the second disk",
+            vec![(6, 1u16.to_le_bytes().to_vec())],
+            "not a readable wheel (it says it is split over several disks)",
+        ),
+        (
+            "the directory a byte further on",
+            vec![(16, (directory + 1).to_le_bytes().to_vec())],
+            "not a readable wheel (its central directory lies before where its end record says)",
+        ),
+        (
+            "one entry more",
+            vec![
+                (8, 3u16.to_le_bytes().to_vec()),
+                (10, 3u16.to_le_bytes().to_vec()),
+            ],
+            "not a readable wheel (its central directory holds 2 entries, its end record says 3)",
+        ),
+    ] {
+        let mut edited = bytes.clone();
+        for (at, value) in edits {
+            edited[end + at..end + at + value.len()].copy_from_slice(&value);
+        }
+        let wheel = tmp.path().join("bad.whl");
+        fs::write(&wheel, edited).unwrap();
+        let dest = tmp.path().join("out");
+        match unpack_wheel(&wheel, "x", &dest) {
+            Ok(()) => failures.push(format!("{case}: unpacked")),
+            Err(e) if !e.to_string().contains(want) => failures.push(format!("{case}: {e}")),
+            Err(_) if dest.exists() => failures.push(format!("{case}: something was unpacked")),
+            Err(_) => {}
+        }
+        let _ = fs::remove_dir_all(&dest);
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 #[test]
