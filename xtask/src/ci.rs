@@ -1,7 +1,7 @@
 //! `cargo xtask test`: everything CI checks, in one command: formatting, seals, stale output,
 //! clippy, docs, the public API, every test of the workspace (GPU tests skip visibly without a
 //! GPU), the concurrent protocols' models under loom, and the instruction budgets of the CPU
-//! bench over the stub driver (bench/cpu/budgets.txt); the last two share one release tree.
+//! bench over the stub driver (bench/cpu/budgets.txt), the last two built in release.
 
 use std::process::Command;
 use std::time::Instant;
