@@ -442,8 +442,8 @@ fn doc_attrs(lines: &[String]) -> Vec<syn::Attribute> {
 }
 
 /// `#[doc = "line"]` (or `#![doc = "line"]`), built rather than parsed: the docs are most of
-/// what the writer emits, and parsing each line's attribute again cost a fifth of filling a
-/// function's template.
+/// what the writer emits, and with them left out, filling the function templates of three targets
+/// took 0.58-0.69 s instead of 0.87-1.37 s (thread time, 3 interleaved runs each).
 fn doc_attr(style: syn::AttrStyle, line: &str) -> syn::Attribute {
     let span = proc_macro2::Span::call_site();
     syn::Attribute {
