@@ -9,12 +9,9 @@
 //! they repair, skip or clean up after.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-use sha2::{Digest, Sha256};
 
 use crate::fixture::{
     changed, copy_wheels, crate_folder, files_under, libclang_library, listed_specs, mkfifo,
@@ -637,61 +634,13 @@ fn real_13_0_wheels() -> tempfile::TempDir {
 /// size).
 fn zip_entries(path: &Path) -> Entries {
     let bytes = std::fs::read(path).unwrap();
-    let archive = rawzip::ZipArchive::from_slice(&bytes).unwrap();
-    let mut out = Vec::new();
-    for entry in archive.entries() {
-        let entry = entry.unwrap();
-        let name = String::from_utf8(entry.file_path().as_ref().to_vec()).unwrap();
-        let local = archive.get_entry(entry.wayfinder()).unwrap();
-        let mut content = Vec::new();
-        let read = match entry.compression_method() {
-            rawzip::CompressionMethod::STORE => {
-                std::io::Read::read_to_end(&mut local.verifying_reader(local.data()), &mut content)
-            }
-            rawzip::CompressionMethod::DEFLATE => std::io::Read::read_to_end(
-                &mut local.verifying_reader(flate2::read::DeflateDecoder::new(local.data())),
-                &mut content,
-            ),
-            other => panic!("{name} is compressed with method {other}"),
-        };
-        read.unwrap();
-        out.push((name, content));
-    }
-    out
+    crate::wheels::unzip(&bytes, |_| true)
+        .unwrap_or_else(|| panic!("{} is not a zip that rawzip reads", path.display()))
 }
 
 /// A zip of `entries`, deflated, their names written as they are.
 fn zip(entries: &Entries) -> Vec<u8> {
-    let mut zip = rawzip::ZipArchiveWriter::new(Vec::new());
-    for (name, content) in entries {
-        let (mut entry, config) = zip
-            .new_file(rawzip::path::EntryPath::verbatim(name.as_bytes()))
-            .compression_method(rawzip::CompressionMethod::DEFLATE)
-            .unix_permissions(0o644)
-            .start()
-            .unwrap();
-        let deflate = flate2::write::DeflateEncoder::new(&mut entry, Default::default());
-        let mut writer = config.wrap(deflate);
-        writer.write_all(content).unwrap();
-        let (deflate, descriptor) = writer.finish().unwrap();
-        deflate.finish().unwrap();
-        entry.finish(descriptor).unwrap();
-    }
-    zip.finish().unwrap()
-}
-
-/// The hash of `bytes` as a wheel's RECORD spells it: `urlsafe_b64(sha256)` without padding.
-fn record_hash(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let digest = Sha256::digest(bytes);
-    let mut out = String::new();
-    for chunk in digest.chunks(3) {
-        let n = chunk.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
+    crate::wheels::zip(entries, rawzip::CompressionMethod::DEFLATE)
 }
 
 /// Rewrites the RECORD of `entries` so that it tells the truth about every other entry.
@@ -705,7 +654,7 @@ fn true_record(entries: &mut Entries) {
     for (name, bytes) in entries.iter().filter(|(n, _)| *n != record) {
         text.push_str(&format!(
             "{name},sha256={},{}\n",
-            record_hash(bytes),
+            crate::wheels::record_hash(bytes),
             bytes.len()
         ));
     }

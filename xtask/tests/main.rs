@@ -21,6 +21,9 @@ mod targets;
 mod trust;
 mod verify;
 mod workspace;
+// The zips of the wheel tests, one file with the generator's tests.
+#[path = "../../generator/tests/generator/wheels.rs"]
+mod wheels;
 
 /// Every `.rs` file and every folder of `xtask/tests/` is a module of this executable, declared
 /// above: cargo builds nothing else here.

@@ -342,7 +342,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> Result<(),
 /// The `RECORD` of a wheel's bytes, read here apart from the generator's reader: path → (size,
 /// SHA-256 hex).
 fn record_of(bytes: &[u8]) -> Option<BTreeMap<String, (u64, String)>> {
-    let (_, text) = crate::unzip(bytes, |n| n.ends_with(".dist-info/RECORD"))?
+    let (_, text) = crate::wheels::unzip(bytes, |n| n.ends_with(".dist-info/RECORD"))?
         .into_iter()
         .next()?;
     let text = String::from_utf8(text).ok()?;
@@ -456,7 +456,7 @@ fn mutate(rng: &mut fastrand::Rng, input: &mut Vec<u8>, dict: &[&[u8]], seeds: &
 /// [`mutate`], or an entry dropped or doubled, then zipped again (stored or deflated). `None`
 /// when the seed is not a readable zip.
 fn mutate_wheel(rng: &mut fastrand::Rng, seed: &[u8], seeds: &Seeds) -> Option<Vec<u8>> {
-    let mut entries = crate::unzip(seed, |_| true)?;
+    let mut entries = crate::wheels::unzip(seed, |_| true)?;
     let dict = WHEEL_DICT;
     let i = rng.usize(..entries.len());
     match rng.u8(0..6) {
@@ -485,7 +485,7 @@ fn mutate_wheel(rng: &mut fastrand::Rng, seed: &[u8], seeds: &Seeds) -> Option<V
         rawzip::CompressionMethod::DEFLATE
     };
     // A doubled entry is written twice, which the reader must refuse.
-    Some(crate::zip(&entries, method))
+    Some(crate::wheels::zip(&entries, method))
 }
 
 // ---------------------------------------------------------------------------------------------

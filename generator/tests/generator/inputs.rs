@@ -16,16 +16,7 @@ use sha2::Digest;
 
 /// The RECORD hash of `bytes`: `sha256=` and the unpadded URL-safe base64 of the digest.
 fn record_hash(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let digest = sha2::Sha256::digest(bytes);
-    let mut out = String::from("sha256=");
-    for chunk in digest.chunks(3) {
-        let n = chunk.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
+    format!("sha256={}", crate::wheels::record_hash(bytes))
 }
 
 /// Writes a zip at `path` with the given entries (a name ending in `/` is a folder) and a true
@@ -68,7 +59,7 @@ fn write_zip(path: &Path, entries: &[(String, String)]) {
         .collect();
     fs::write(
         path,
-        crate::zip(&entries, rawzip::CompressionMethod::DEFLATE),
+        crate::wheels::zip(&entries, rawzip::CompressionMethod::DEFLATE),
     )
     .unwrap();
 }
