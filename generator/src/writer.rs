@@ -501,16 +501,8 @@ impl ConvertDocs<'_> {
 
 impl VisitMut for ConvertDocs<'_> {
     fn visit_item_mut(&mut self, item: &mut syn::Item) {
-        match item {
-            syn::Item::Const(i) => self.convert(&mut i.attrs),
-            syn::Item::Enum(i) => self.convert(&mut i.attrs),
-            syn::Item::Fn(i) => self.convert(&mut i.attrs),
-            syn::Item::Static(i) => self.convert(&mut i.attrs),
-            syn::Item::Struct(i) => self.convert(&mut i.attrs),
-            syn::Item::Type(i) => self.convert(&mut i.attrs),
-            syn::Item::Union(i) => self.convert(&mut i.attrs),
-            syn::Item::Use(i) => self.convert(&mut i.attrs),
-            _ => {}
+        if let Some(attrs) = item_attrs(item) {
+            self.convert(attrs);
         }
         visit_mut::visit_item_mut(self, item);
     }
@@ -679,6 +671,29 @@ impl Template {
 /// (N: the index of its lines), for [`PlaceLines`] to replace with one doc attribute per line.
 const LINES_MARKER: &str = "__hostcb_lines";
 
+/// The attributes of an item of any kind that has them.
+fn item_attrs(item: &mut syn::Item) -> Option<&mut Vec<syn::Attribute>> {
+    use syn::Item as I;
+    Some(match item {
+        I::Const(i) => &mut i.attrs,
+        I::Enum(i) => &mut i.attrs,
+        I::ExternCrate(i) => &mut i.attrs,
+        I::Fn(i) => &mut i.attrs,
+        I::ForeignMod(i) => &mut i.attrs,
+        I::Impl(i) => &mut i.attrs,
+        I::Macro(i) => &mut i.attrs,
+        I::Mod(i) => &mut i.attrs,
+        I::Static(i) => &mut i.attrs,
+        I::Struct(i) => &mut i.attrs,
+        I::Trait(i) => &mut i.attrs,
+        I::TraitAlias(i) => &mut i.attrs,
+        I::Type(i) => &mut i.attrs,
+        I::Union(i) => &mut i.attrs,
+        I::Use(i) => &mut i.attrs,
+        _ => return None,
+    })
+}
+
 /// Replaces each [`LINES_MARKER`] attribute of a filled file with its doc lines.
 struct PlaceLines<'a> {
     lines: &'a [(&'a str, &'a [String])],
@@ -718,28 +733,12 @@ impl PlaceLines<'_> {
 
     /// The items' attributes, and those of the items of their modules.
     fn items(&mut self, items: &mut [syn::Item]) {
-        use syn::Item as I;
         for item in items {
-            let attrs = match item {
-                I::Const(i) => &mut i.attrs,
-                I::Enum(i) => &mut i.attrs,
-                I::ExternCrate(i) => &mut i.attrs,
-                I::Fn(i) => &mut i.attrs,
-                I::ForeignMod(i) => &mut i.attrs,
-                I::Impl(i) => &mut i.attrs,
-                I::Macro(i) => &mut i.attrs,
-                I::Mod(i) => &mut i.attrs,
-                I::Static(i) => &mut i.attrs,
-                I::Struct(i) => &mut i.attrs,
-                I::Trait(i) => &mut i.attrs,
-                I::TraitAlias(i) => &mut i.attrs,
-                I::Type(i) => &mut i.attrs,
-                I::Union(i) => &mut i.attrs,
-                I::Use(i) => &mut i.attrs,
-                _ => continue,
+            let Some(attrs) = item_attrs(item) else {
+                continue;
             };
             self.attrs(attrs);
-            if let I::Mod(syn::ItemMod {
+            if let syn::Item::Mod(syn::ItemMod {
                 content: Some((_, inner)),
                 ..
             }) = item
