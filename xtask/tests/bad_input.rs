@@ -14,9 +14,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::fixture::{
-    changed, copy_wheels, crate_folder, files_under, libclang_library, listed_specs, mkfifo,
-    one_error, output_within, sha256_hex, succeeds, target_specs, the_one_error, workspace,
-    workspace_copy, xtask,
+    changed, copy_wheels, crate_folder, crate_folder_listing, files_under, libclang_library,
+    listed_specs, listing_copy, mkfifo, one_error, output_within, sha256_hex, succeeds,
+    target_specs, the_one_error, workspace, workspace_copy, xtask,
 };
 
 // ---- The xtask in this checkout, one thing made wrong.
@@ -442,11 +442,14 @@ fn copy_13_0_wheels(dir: &Path) {
 fn a_tampered_cached_libclang_is_unpacked_again_not_loaded() {
     let cache = tempfile::tempdir().unwrap();
     let index = tempfile::tempdir().unwrap();
-    copy_wheels(&listed_specs(), index.path());
-    copy_wheels(&listed_specs(), &cache.path().join("wheels"));
+    // A checkout that lists 13.0 alone: its check reads three wheels.
+    let checkout = listing_copy(&["13.0"]);
+    let specs = listed_specs(checkout.path());
+    copy_wheels(&specs, index.path());
+    copy_wheels(&specs, &cache.path().join("wheels"));
     let check = || {
         succeeds(
-            xtask(&workspace(), &["check", "--ctk", "13.0"])
+            xtask(checkout.path(), &["check", "--ctk", "13.0"])
                 .env("HOSTCB_INPUTS_CACHE", cache.path())
                 .env("PIP_NO_INDEX", "1")
                 .env("PIP_FIND_LINKS", index.path()),
@@ -527,7 +530,9 @@ fn a_first_run_reports_each_download_and_a_second_run_is_quiet() {
     let cache = tempfile::tempdir().unwrap();
     let index = tempfile::tempdir().unwrap();
     copy_13_0_wheels(index.path());
-    let out = crate_folder();
+    // A tree that lists 13.0 alone, so that the run needs the three wheels of the index and
+    // nothing from another.
+    let out = crate_folder_listing("13.0");
     let regen = || {
         succeeds(
             xtask(
@@ -541,6 +546,7 @@ fn a_first_run_reports_each_download_and_a_second_run_is_quiet() {
                 ],
             )
             .env("HOSTCB_INPUTS_CACHE", cache.path())
+            .env("PIP_NO_INDEX", "1")
             .env("PIP_FIND_LINKS", index.path()),
         )
     };

@@ -1,6 +1,7 @@
-//! Two `regen`s and a `check` at once on one checkout (a copy of this one's data) and one input
-//! cache that starts empty (what two CI jobs or two checkouts sharing `$HOSTCB_INPUTS_CACHE` do):
-//! every run succeeds, and the cache ends whole, with no temporary left behind.
+//! Two `regen`s and a `check` at once on one checkout (a copy of this one's data that lists 13.0
+//! and 13.1, see the test) and one input cache that starts empty (what two CI jobs or two
+//! checkouts sharing `$HOSTCB_INPUTS_CACHE` do): every run succeeds, and the cache ends whole,
+//! with no temporary left behind.
 //!
 //! The processes share only what they write into the cache: the wheels they download (pip
 //! pointed at a folder of the real wheels, no network), the libclang they unpack and the
@@ -12,14 +13,14 @@
 //! headers are unpacked on every run into a folder of the process's own, so nothing of them is
 //! shared to race on, and more rounds would repeat these.
 //!
-//! About 35 s on a 2-core machine (`cargo test -p xtask --test xtask -- cache_race::`; the first
-//! round runs three generations that read every listed target's headers). The wheels come from
-//! the tests' fixture (`fixture/mod.rs`).
+//! `cargo test -p xtask --test xtask -- cache_race::` runs it; the first round runs three
+//! generations that read both listed targets' headers. The wheels come from the tests' fixture
+//! (`fixture/mod.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
-use crate::fixture::{copy_wheels, listed_specs, lock, sha256_hex, workspace_copy, xtask};
+use crate::fixture::{copy_wheels, listed_specs, listing_copy, lock, sha256_hex, xtask};
 
 /// The cached libclang libraries (`<cache>/libclang/<sha256>/libclang.so`).
 fn libraries(cache: &Path) -> Vec<PathBuf> {
@@ -50,9 +51,13 @@ fn two_regens_and_a_check_share_one_cache() {
     // A package index of the wheels that generating the listed targets reads, from the tests'
     // fixture: pip downloads from it, as from PyPI.
     let index = tempfile::tempdir().unwrap();
-    let specs = listed_specs();
+    // Two targets listed, so that `regen --ctk 13.0` takes the other's summary from the cache
+    // once it is there, and reads its headers until then: 13.1, whose runtime history is
+    // 13.0's, so that every run fetches five wheels (the committed list makes it nineteen, each
+    // a pip run of its own, which made most of this test's time).
+    let checkout = listing_copy(&["13.0", "13.1"]);
+    let specs = listed_specs(checkout.path());
     copy_wheels(&specs, index.path());
-    let checkout = workspace_copy();
     let run_all = || -> Vec<Output> {
         let children: Vec<_> = [
             &["regen", "--ctk", "13.0"][..],

@@ -13,8 +13,8 @@ use std::time::Duration;
 use hostcb_generator::emit::{self, tree::TEMP_PREFIX};
 
 use crate::fixture::{
-    copy_tree, crate_copy, files_under, mkfifo, one_error, output_within, stderr_of, succeeds,
-    the_one_error, workspace, workspace_copy, xtask,
+    copy_tree, crate_copy, files_under, listing_copy, mkfifo, one_error, output_within, stderr_of,
+    succeeds, the_one_error, workspace, workspace_copy, xtask,
 };
 
 /// The newest listed target's folder name and `MAJOR.MINOR`, from the committed module list.
@@ -128,9 +128,9 @@ fn temporaries_of_a_killed_regen_never_break_the_next_one() {
 #[test]
 fn overlapping_regens_do_not_fail_each_other() {
     let out = crate_copy();
+    let (listed, ctk) = a_listed_target();
     for round in 0..3 {
         // An edit in each round, so that both runs have files to write.
-        let (listed, _) = a_listed_target();
         let file = out
             .path()
             .join("src/bindings")
@@ -140,7 +140,9 @@ fn overlapping_regens_do_not_fail_each_other() {
         std::fs::write(&file, text.replacen("pub ", "pub  ", 1)).unwrap();
         let runs: Vec<_> = (0..2)
             .map(|_| {
-                regen(out.path(), "all")
+                // One target: its folder, the module list, the shared types and the manifest
+                // are written under the same lock as by `--ctk all`, for a third of the work.
+                regen(out.path(), &ctk)
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()
@@ -249,12 +251,16 @@ fn out_naming_a_file_says_it_is_not_a_folder() {
     );
 }
 
-/// A copy of the checkout whose files that `regen --ctk <listed>` writes are older: each sealed
-/// one (the target's five, the module list, the shared types) a sealed version with one line
-/// more, and `Cargo.toml` without its `newest-target` feature. Returns the copy and, by path
-/// relative to `generated/`, each such file's old and new bytes.
-fn stale_checkout(listed: &str) -> (tempfile::TempDir, BTreeMap<PathBuf, [Vec<u8>; 2]>) {
-    let copy = workspace_copy();
+/// A copy of the checkout `base` whose files that `regen --ctk <listed>` writes are older: each
+/// sealed one (the target's five, the module list, the shared types) a sealed version with one
+/// line more, and `Cargo.toml` without its `newest-target` feature. Returns the copy and, by
+/// path relative to `generated/`, each such file's old and new bytes.
+fn stale_checkout(
+    base: &Path,
+    listed: &str,
+) -> (tempfile::TempDir, BTreeMap<PathBuf, [Vec<u8>; 2]>) {
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(base, copy.path());
     let generated = copy.path().join("generated");
     let mut files = BTreeMap::new();
     let target = Path::new(emit::BINDINGS_DIR).join(listed);
@@ -326,6 +332,8 @@ fn staged_copies(
 #[test]
 fn a_regen_stopped_while_writing_leaves_whole_files_that_check_names_and_regen_repairs() {
     let (listed, ctk) = a_listed_target();
+    // A checkout that lists this target alone: each round's `check` reads its headers only.
+    let base = listing_copy(&[&ctk]);
     let scratch = tempfile::tempdir().unwrap();
     let (source, shim) = (
         scratch.path().join("kill_at.c"),
@@ -349,7 +357,7 @@ fn a_regen_stopped_while_writing_leaves_whole_files_that_check_names_and_regen_r
     }
     // `regen --ctk <listed>` of a stale checkout, stopped at the `at`-th counted call (0: never).
     let regen = |at: usize, how: &str| {
-        let (copy, files) = stale_checkout(&listed);
+        let (copy, files) = stale_checkout(base.path(), &listed);
         let generated = copy.path().join("generated").canonicalize().unwrap();
         let before = files_under(&generated);
         let log = scratch.path().join(format!("{at}-{how}.log"));
