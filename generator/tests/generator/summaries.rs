@@ -11,6 +11,19 @@ use hostcb_generator::pipeline::{self, CrateOutput, Options, Others};
 
 use crate::config;
 
+/// The configuration with two committed targets listed, 13.0 and 13.5: what these tests check
+/// does not depend on which targets are listed, and the committed list's 12.9 reads the runtime
+/// headers of every 12.x release before it, twice per test.
+fn two_targets() -> hostcb_generator::config::Config {
+    use hostcb_generator::Ctk;
+    let mut config = config();
+    for ctk in [Ctk::V13_0, Ctk::V13_5] {
+        assert!(config.targets.contains(&ctk), "{ctk} is not listed");
+    }
+    config.targets = vec![Ctk::V13_0, Ctk::V13_5];
+    config
+}
+
 fn wheels(cache: &Path) -> BTreeSet<String> {
     std::fs::read_dir(cache.join("wheels"))
         .map(|dir| {
@@ -33,7 +46,7 @@ fn bindings_mod(output: &CrateOutput) -> &[u8] {
 
 #[test]
 fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
-    let config = config();
+    let config = two_targets();
     assert!(
         config.targets.len() >= 2,
         "this test needs two listed targets: generator/targets.txt lists {:?}",
@@ -54,38 +67,40 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
     // the other targets' inputs.
     let scratch = tempfile::tempdir().unwrap();
     let lock = config.lock();
-    let pin = lock.target(first).unwrap();
-    let mut files = vec![
-        lock.get(&pin.headers).unwrap().file.clone(),
-        lock.get(&pin.crt).unwrap().file.clone(),
-    ];
+    // The wheels that reading a target's headers takes: its two header wheels and the runtime
+    // headers of the older pinned targets of its major, where each runtime function's minimum
+    // version comes from (one header each, read from the wheel).
+    let wheels_of = |ctk: hostcb_generator::Ctk| -> Vec<String> {
+        let pin = lock.target(ctk).unwrap();
+        let older = lock
+            .targets()
+            .into_iter()
+            .filter(|t| t.major() == ctk.major() && *t < ctk)
+            .map(|t| lock.target(t).unwrap().headers.clone());
+        [pin.headers.clone(), pin.crt.clone()]
+            .into_iter()
+            .chain(older)
+            .map(|spec| lock.get(&spec).unwrap().file.clone())
+            .collect()
+    };
+    let copy = |files: &[String]| {
+        std::fs::create_dir_all(scratch.path().join("wheels")).unwrap();
+        for file in files {
+            std::fs::copy(
+                config.cache().join("wheels").join(file),
+                scratch.path().join("wheels").join(file),
+            )
+            .unwrap();
+        }
+    };
+    let mut files = wheels_of(first);
     files.extend(
         lock.entries()
             .iter()
             .filter(|e| e.name == "libclang")
             .map(|e| e.file.clone()),
     );
-    // And the runtime headers of the older pinned targets of its major, where each runtime
-    // function's minimum version comes from (one header each, read from the wheel).
-    files.extend(
-        lock.targets()
-            .into_iter()
-            .filter(|t| t.major() == first.major() && *t < first)
-            .map(|t| {
-                lock.get(&lock.target(t).unwrap().headers)
-                    .unwrap()
-                    .file
-                    .clone()
-            }),
-    );
-    std::fs::create_dir_all(scratch.path().join("wheels")).unwrap();
-    for file in &files {
-        std::fs::copy(
-            config.cache().join("wheels").join(file),
-            scratch.path().join("wheels").join(file),
-        )
-        .unwrap();
-    }
+    copy(&files);
     // This generator's summaries of the listed targets (the shared cache may hold others').
     let summaries = scratch.path().join("summaries");
     std::fs::create_dir_all(&summaries).unwrap();
@@ -126,15 +141,8 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
     // wheels, put in the scratch cache now so that nothing is downloaded), and the summary made
     // from them is cached in its place, whole: only a reading of the headers writes it.
     let second = config.targets[1];
-    let pin = lock.target(second).unwrap();
-    for spec in [&pin.headers, &pin.crt] {
-        let file = &lock.get(spec).unwrap().file;
-        std::fs::copy(
-            config.cache().join("wheels").join(file),
-            scratch.path().join("wheels").join(file),
-        )
-        .unwrap();
-    }
+    copy(&wheels_of(second));
+    let before = wheels(scratch.path());
     let damaged = pipeline::summaries::Cache::new(&partial_config)
         .and_then(|cache| cache.path(second))
         .expect("a summary path");
@@ -145,6 +153,11 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
     std::fs::write(&damaged, &tampered).unwrap();
     let again = regen_first("one summary damaged");
     assert_eq!(
+        wheels(scratch.path()),
+        before,
+        "reading the headers of {second} fetched a wheel that the scratch cache was not given"
+    );
+    assert_eq!(
         std::fs::read_to_string(&damaged).unwrap(),
         text,
         "a damaged summary of {second} was used instead of its headers"
@@ -154,7 +167,7 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
 
 #[test]
 fn parallel_generation_gives_the_serial_bytes() {
-    let config = config();
+    let config = two_targets();
     let run = |threads| {
         pipeline::generate_crate_with(
             &config,
