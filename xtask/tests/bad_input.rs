@@ -388,6 +388,8 @@ refused! {
             ("HOSTCB_INPUTS_CACHE", "{dir}"),
             ("PIP_INDEX_URL", "{unreachable}"),
             ("PIP_FIND_LINKS", ""),
+            // One retry, not five (see `PinCheckout::command`).
+            ("PIP_RETRIES", "1"),
         ],
         setup: a_stale_cached_wheel,
         error: &[
@@ -818,6 +820,10 @@ impl PinCheckout {
             .env_remove("PIP_FIND_LINKS")
             .env("PIP_INDEX_URL", index)
             .env("PIP_NO_CACHE_DIR", "1")
+            // One retry, not pip's five: an unreachable index is refused in about a second
+            // instead of eight, still with the "Retrying ... NewConnectionError" line that says
+            // why (with none, pip prints no cause at all).
+            .env("PIP_RETRIES", "1")
             .env("HOSTCB_INPUTS_CACHE", self.cache.path());
         cmd
     }
