@@ -132,10 +132,7 @@ pub fn histories(
     let (headers_dir, _, _) = layout(ctk)?;
     let fetcher = Fetcher::pinned(config);
     let (mut runtime, mut driver, mut source) = (Vec::new(), Vec::new(), Vec::new());
-    for older in config.lock.targets() {
-        if older.major() != ctk.major() || older >= ctk {
-            continue;
-        }
+    for older in config.lock.history(ctk) {
         let spec = &config.lock.target(older)?.headers;
         let (wheel, entry) = fetcher.wheel(spec, &config.cache)?;
         for (name, texts) in [

@@ -196,6 +196,26 @@ impl Lock {
             })
     }
 
+    /// The pinned targets older than `ctk` of its major, oldest first: its runtime history,
+    /// whose runtime headers say since when each function exists.
+    pub fn history(&self, ctk: Ctk) -> Vec<Ctk> {
+        self.targets()
+            .into_iter()
+            .filter(|t| t.major() == ctk.major() && *t < ctk)
+            .collect()
+    }
+
+    /// The specs of every wheel that reading `ctk`'s headers takes: its two header wheels, then
+    /// the runtime header wheel of each target of its [`history`](Lock::history).
+    pub fn specs_read_by(&self, ctk: Ctk) -> Result<Vec<String>, InputError> {
+        let pin = self.target(ctk)?;
+        let mut specs = vec![pin.headers.clone(), pin.crt.clone()];
+        for older in self.history(ctk) {
+            specs.push(self.target(older)?.headers.clone());
+        }
+        Ok(specs)
+    }
+
     /// The lock with `pin` and its two wheels in place of whatever it pinned for that target
     /// before (wheels no other target uses are dropped).
     pub fn with_target(&self, pin: TargetPin, wheels: [LockEntry; 2]) -> Lock {

@@ -69,20 +69,12 @@ impl<'a> Cache<'a> {
     /// wheel is read for it), or `None` for a target the lock does not pin.
     pub fn path(&self, ctk: Ctk) -> Option<PathBuf> {
         let lock = self.config.lock();
-        let target = lock.target(ctk).ok()?;
         let mut key = self.common.clone();
         part(&mut key, &ctk.to_string());
         // The target's own wheels, and the runtime headers of the older targets of its major
         // (each runtime function's version comes from them, see crate::history).
-        let older = lock
-            .targets()
-            .into_iter()
-            .filter(|o| o.major() == ctk.major() && *o < ctk)
-            .map(|o| lock.target(o).map(|t| &t.headers))
-            .collect::<Result<Vec<_>, _>>()
-            .ok()?;
-        for spec in [&target.headers, &target.crt].into_iter().chain(older) {
-            let entry = lock.get(spec).ok()?;
+        for spec in lock.specs_read_by(ctk).ok()? {
+            let entry = lock.get(&spec).ok()?;
             part(&mut key, &entry.spec());
             part(&mut key, &entry.sha256);
         }

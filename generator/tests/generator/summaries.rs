@@ -67,20 +67,12 @@ fn a_partial_regen_takes_the_other_targets_from_their_cached_summaries() {
     // the other targets' inputs.
     let scratch = tempfile::tempdir().unwrap();
     let lock = config.lock();
-    // The wheels that reading a target's headers takes: its two header wheels and the runtime
-    // headers of the older pinned targets of its major, where each runtime function's minimum
-    // version comes from (one header each, read from the wheel).
+    // The wheels that reading a target's headers takes, by file name.
     let wheels_of = |ctk: hostcb_generator::Ctk| -> Vec<String> {
-        let pin = lock.target(ctk).unwrap();
-        let older = lock
-            .targets()
-            .into_iter()
-            .filter(|t| t.major() == ctk.major() && *t < ctk)
-            .map(|t| lock.target(t).unwrap().headers.clone());
-        [pin.headers.clone(), pin.crt.clone()]
-            .into_iter()
-            .chain(older)
-            .map(|spec| lock.get(&spec).unwrap().file.clone())
+        let specs = lock.specs_read_by(ctk).unwrap();
+        specs
+            .iter()
+            .map(|spec| lock.get(spec).unwrap().file.clone())
             .collect()
     };
     let copy = |files: &[String]| {
