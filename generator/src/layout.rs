@@ -580,73 +580,32 @@ fn gcc_machine(ctk: Ctk) -> Result<String, LayoutError> {
 /// Computes gcc's numbers for every type of `model` against the headers in `include_dirs`: the
 /// values of the target's `layout.rs`.
 pub fn target_file(model: &Model, include_dirs: &[PathBuf]) -> Result<Oracle, LayoutError> {
-    let ctk = model.ctk;
+    let driver = api_oracle(model.ctk, &model.driver, include_dirs)?;
+    let runtime = api_oracle(model.ctk, &model.runtime, include_dirs)?;
+    oracle(model.ctk, driver, runtime)
+}
+
+/// What the oracle measured of one API ([`api_oracle`]): plain data, so that each API of a target
+/// can be measured on the thread that read it.
+#[derive(Clone, Debug)]
+pub struct ApiOracle {
+    /// The API's values of `__EACH_API__` in `templates/layout.rs`.
+    values: Values,
+    /// The doc lines naming what is not checked, and why.
+    skipped: Vec<String>,
+    /// What it covers.
+    counts: Counts,
+}
+
+/// The target's oracle from its two APIs' measurements, under the machine gcc compiles for.
+pub fn oracle(ctk: Ctk, driver: ApiOracle, runtime: ApiOracle) -> Result<Oracle, LayoutError> {
     let machine = machine_cfg(&gcc_machine(ctk)?)?;
-    let scratch = tempfile::tempdir().map_err(|source| LayoutError::Scratch {
-        ctk,
-        path: std::env::temp_dir(),
-        source,
-    })?;
-    let mut apis = Vec::new();
-    let mut skipped_doc: Vec<String> = Vec::new();
-    let mut counts = [Counts::default(); 2];
-    for (slot, api) in [Api::Driver, Api::Runtime].into_iter().enumerate() {
-        let defs = definitions(model.api(api));
-        let (plan, numbers) = measure(ctk, api, include_dirs, scratch.path(), &defs)?;
-        let (module, rows_name, test_name) = match api {
-            Api::Driver => ("driver", "DRIVER", "driver_layout_matches_gcc"),
-            Api::Runtime => ("runtime", "RUNTIME", "runtime_layout_matches_gcc"),
-        };
-        let mut values = numbers.into_iter();
-        let mut rows = Vec::new();
-        let mut next = || values.next().expect("measure checked the count");
-        for e in &plan.entries {
-            let ty = format!("{module}::{}", e.rust);
-            rows.push(format!("size!({ty}, {})", next()));
-            rows.push(format!("align!({ty}, {})", next()));
-            for f in &e.fields {
-                let path = f.rust.join(".");
-                rows.push(format!("offset!({ty}, {path}, {})", next()));
-                if f.sized {
-                    rows.push(format!("field_size!({ty}, {path}, {})", next()));
-                }
-            }
-        }
-        let c = &mut counts[slot];
-        let anonymous: BTreeSet<&(String, Kind)> = plan.anonymous.iter().collect();
-        for kind in plan
-            .entries
-            .iter()
-            .map(|e| e.kind)
-            .chain(anonymous.iter().map(|a| a.1))
-        {
-            match kind {
-                Kind::Struct => c.structs += 1,
-                Kind::Union => c.unions += 1,
-                Kind::Enum => c.enums += 1,
-            }
-        }
-        c.fields = plan.entries.iter().map(|e| e.fields.len()).sum();
-        c.numbers = rows.len();
-        let skipped: BTreeSet<&String> = plan.skipped.iter().collect();
-        c.skipped = skipped.len();
-        for s in skipped {
-            skipped_doc.push(format!(" - {}: {s}", api.as_str()));
-        }
-        let any = (!rows.is_empty()).then(Values::new);
-        apis.push(vec![
-            text("__API__", module),
-            text("__ROWS__", rows_name),
-            text("__TEST__", test_name),
-            text("__ROW_LIST__", rows.join(", ")),
-            text("__STRUCTS__", c.structs),
-            text("__UNIONS__", c.unions),
-            text("__ENUMS__", c.enums),
-            text("__FIELDS__", c.fields),
-            text("__SKIPPED_COUNT__", c.skipped),
-            ("__IF_ROWS__", Value::Each(any.into_iter().collect())),
-        ]);
-    }
+    let skipped_doc: Vec<String> = driver
+        .skipped
+        .iter()
+        .chain(&runtime.skipped)
+        .cloned()
+        .collect();
     let mut skipped = Vec::new();
     if !skipped_doc.is_empty() {
         skipped.extend([
@@ -660,11 +619,88 @@ pub fn target_file(model: &Model, include_dirs: &[PathBuf]) -> Result<Oracle, La
         values: vec![
             text("__CTK__", ctk),
             ("__SKIPPED__", Value::Lines(skipped)),
-            ("__EACH_API__", Value::Each(apis)),
+            (
+                "__EACH_API__",
+                Value::Each(vec![driver.values, runtime.values]),
+            ),
         ],
         machine,
-        driver: counts[0],
-        runtime: counts[1],
+        driver: driver.counts,
+        runtime: runtime.counts,
+    })
+}
+
+/// Computes gcc's numbers for every type of one API of the target `ctk` against the headers in
+/// `include_dirs`.
+pub fn api_oracle(
+    ctk: Ctk,
+    model: &ApiModel,
+    include_dirs: &[PathBuf],
+) -> Result<ApiOracle, LayoutError> {
+    let api = model.api;
+    let scratch = tempfile::tempdir().map_err(|source| LayoutError::Scratch {
+        ctk,
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    let defs = definitions(model);
+    let (plan, numbers) = measure(ctk, api, include_dirs, scratch.path(), &defs)?;
+    let (module, rows_name, test_name) = match api {
+        Api::Driver => ("driver", "DRIVER", "driver_layout_matches_gcc"),
+        Api::Runtime => ("runtime", "RUNTIME", "runtime_layout_matches_gcc"),
+    };
+    let mut values = numbers.into_iter();
+    let mut rows = Vec::new();
+    let mut next = || values.next().expect("measure checked the count");
+    for e in &plan.entries {
+        let ty = format!("{module}::{}", e.rust);
+        rows.push(format!("size!({ty}, {})", next()));
+        rows.push(format!("align!({ty}, {})", next()));
+        for f in &e.fields {
+            let path = f.rust.join(".");
+            rows.push(format!("offset!({ty}, {path}, {})", next()));
+            if f.sized {
+                rows.push(format!("field_size!({ty}, {path}, {})", next()));
+            }
+        }
+    }
+    let mut c = Counts::default();
+    let anonymous: BTreeSet<&(String, Kind)> = plan.anonymous.iter().collect();
+    for kind in plan
+        .entries
+        .iter()
+        .map(|e| e.kind)
+        .chain(anonymous.iter().map(|a| a.1))
+    {
+        match kind {
+            Kind::Struct => c.structs += 1,
+            Kind::Union => c.unions += 1,
+            Kind::Enum => c.enums += 1,
+        }
+    }
+    c.fields = plan.entries.iter().map(|e| e.fields.len()).sum();
+    c.numbers = rows.len();
+    let skipped: BTreeSet<&String> = plan.skipped.iter().collect();
+    c.skipped = skipped.len();
+    let any = (!rows.is_empty()).then(Values::new);
+    Ok(ApiOracle {
+        values: vec![
+            text("__API__", module),
+            text("__ROWS__", rows_name),
+            text("__TEST__", test_name),
+            text("__ROW_LIST__", rows.join(", ")),
+            text("__STRUCTS__", c.structs),
+            text("__UNIONS__", c.unions),
+            text("__ENUMS__", c.enums),
+            text("__FIELDS__", c.fields),
+            text("__SKIPPED_COUNT__", c.skipped),
+            ("__IF_ROWS__", Value::Each(any.into_iter().collect())),
+        ],
+        skipped: skipped
+            .into_iter()
+            .map(|s| format!(" - {}: {s}", api.as_str()))
+            .collect(),
+        counts: c,
     })
 }
 

@@ -203,36 +203,58 @@ pub struct Summary {
     pub types: Vec<TypeText>,
 }
 
+/// One API's part of a [`Summary`]: what the thread that read that API alone can tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SummaryPart {
+    /// `(function, cell)`, sorted by function (see [`Summary::of`]).
+    pub functions: Vec<(String, String)>,
+    /// The API's types, in the model's order.
+    pub types: Vec<TypeText>,
+}
+
+impl SummaryPart {
+    /// The part of `api` (see [`Summary::of`] for the cells).
+    pub fn of(api: &ApiModel) -> SummaryPart {
+        let mut functions: Vec<(String, String)> = api
+            .functions
+            .iter()
+            .map(|f| {
+                let cell = match (api.api, &f.per_thread) {
+                    (Api::Driver, Some(pt)) => format!("{} / {}", f.version, pt.version),
+                    _ => f.version.to_string(),
+                };
+                (f.name.clone(), cell)
+            })
+            .collect();
+        functions.sort();
+        SummaryPart {
+            functions,
+            types: crate::shared::texts(api),
+        }
+    }
+}
+
 impl Summary {
     /// The summary of `model`. A cell is the ABI version the headers give the function: for the
     /// driver the `cuGetProcAddress` version, `legacy / per-thread` where the function has a
     /// per-thread-default-stream variant; for the runtime (resolved by symbol, no ABI version)
     /// the version of the first runtime of the major that declares it.
     pub fn of(model: &Model) -> Summary {
-        let column = |api: Api| {
-            let mut column: Vec<(String, String)> = model
-                .api(api)
-                .functions
-                .iter()
-                .map(|f| {
-                    let cell = match (api, &f.per_thread) {
-                        (Api::Driver, Some(pt)) => format!("{} / {}", f.version, pt.version),
-                        _ => f.version.to_string(),
-                    };
-                    (f.name.clone(), cell)
-                })
-                .collect();
-            column.sort();
-            column
-        };
+        Summary::join(
+            model.ctk,
+            SummaryPart::of(&model.driver),
+            SummaryPart::of(&model.runtime),
+        )
+    }
+
+    /// The summary of a target whose two APIs were summarised apart (each on the thread that read
+    /// it).
+    pub fn join(ctk: Ctk, driver: SummaryPart, runtime: SummaryPart) -> Summary {
         Summary {
-            ctk: model.ctk,
-            driver: column(Api::Driver),
-            runtime: column(Api::Runtime),
-            types: [&model.driver, &model.runtime]
-                .into_iter()
-                .flat_map(crate::shared::texts)
-                .collect(),
+            ctk,
+            driver: driver.functions,
+            runtime: runtime.functions,
+            types: driver.types.into_iter().chain(runtime.types).collect(),
         }
     }
 

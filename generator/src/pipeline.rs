@@ -15,10 +15,10 @@ use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
 use crate::layout::{self, LayoutError};
 use crate::manifest;
-use crate::model::{ApiModel, Model, Summary};
+use crate::model::{Api, ApiModel, Model, Summary, SummaryPart};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::shared::Shared;
-use crate::writer::{self, TemplateError};
+use crate::writer::{self, ParsedTemplates, TemplateError};
 
 pub mod summaries;
 
@@ -96,20 +96,42 @@ pub fn read_model(config: &Config, ctk: Ctk, opts: &Options) -> Result<Model, Ge
 /// Reads one target's headers, from inputs already gathered, into its model.
 fn model_from(config: &Config, inputs: &Inputs) -> Result<Model, GenerateError> {
     inputs.libclang.activate()?;
-    let headers = HeaderSet {
+    Ok(reader::read(
+        &header_set(inputs),
+        &config.driver_list,
+        &config.runtime_list,
+        histories(inputs),
+    )?)
+}
+
+/// Reads one API of one target's headers, from inputs already gathered.
+fn api_model_from(config: &Config, inputs: &Inputs, api: Api) -> Result<ApiModel, GenerateError> {
+    inputs.libclang.activate()?;
+    let list = match api {
+        Api::Driver => &config.driver_list,
+        Api::Runtime => &config.runtime_list,
+    };
+    Ok(reader::read_api(
+        &header_set(inputs),
+        api,
+        list,
+        histories(inputs),
+    )?)
+}
+
+fn header_set(inputs: &Inputs) -> HeaderSet {
+    HeaderSet {
         ctk: inputs.headers.ctk,
         include_dirs: inputs.headers.include_dirs.clone(),
         clang_args: inputs.libclang.clang_args.clone(),
-    };
-    Ok(reader::read(
-        &headers,
-        &config.driver_list,
-        &config.runtime_list,
-        reader::Histories {
-            runtime: &inputs.runtime_history,
-            driver: &inputs.driver_history,
-        },
-    )?)
+    }
+}
+
+fn histories(inputs: &Inputs) -> reader::Histories<'_> {
+    reader::Histories {
+        runtime: &inputs.runtime_history,
+        driver: &inputs.driver_history,
+    }
 }
 
 /// Generates one target's files from inputs already gathered, on their own: every type is
@@ -130,44 +152,78 @@ fn write_target(
     summary: &Summary,
     shared: &BTreeSet<String>,
 ) -> Result<Generated, GenerateError> {
-    let ctk = inputs.headers.ctk;
     let templates = &config.templates.parse();
     let generator = &RecordedGenerator::this(config.templates.sha256());
+    let driver = write_api(inputs, templates, generator, &model.driver, shared)?;
+    let runtime = write_api(inputs, templates, generator, &model.runtime, shared)?;
+    let files = finish_target(inputs, templates, generator, summary, driver, runtime)?;
+    Ok(Generated {
+        ctk: model.ctk,
+        model,
+        files,
+        warnings: inputs.libclang.warning.iter().cloned().collect(),
+    })
+}
+
+/// One API of one target, written: its sealed file, and the layout oracle's numbers for its
+/// types. Plain data: each API is written on the thread that read it ([`generate_crate`]).
+struct WrittenApi {
+    file: GeneratedFile,
+    oracle: layout::ApiOracle,
+}
+
+/// Writes, audits and seals the file of one API of a target, and has gcc measure its types.
+fn write_api(
+    inputs: &Inputs,
+    templates: &ParsedTemplates,
+    generator: &RecordedGenerator,
+    api: &ApiModel,
+    shared: &BTreeSet<String>,
+) -> Result<WrittenApi, GenerateError> {
+    let ctk = inputs.headers.ctk;
+    let path = emit::target_dir(ctk).join(format!("{}.rs", api.api.as_str()));
+    let file = filled(&path, writer::write_api(ctk, api, templates, shared))?;
+    let file = audited(ctk, api, shared, file)?;
+    Ok(WrittenApi {
+        file: render::rust_file(generator, Some(ctk), path, &file)?,
+        oracle: layout::api_oracle(ctk, api, &inputs.headers.include_dirs)?,
+    })
+}
+
+/// A target's files from its two written APIs: its `mod.rs`, the two API files, its `layout.rs`
+/// and its `provenance.toml`, which seals the summary's digest with them (what vouches for a
+/// cached summary).
+fn finish_target(
+    inputs: &Inputs,
+    templates: &ParsedTemplates,
+    generator: &RecordedGenerator,
+    summary: &Summary,
+    driver: WrittenApi,
+    runtime: WrittenApi,
+) -> Result<Vec<GeneratedFile>, GenerateError> {
+    let ctk = summary.ctk;
     let rust_file = |name: &str, file: Result<syn::File, TemplateError>| {
         let path = emit::target_dir(ctk).join(name);
         let file = filled(&path, file)?;
         Ok::<_, GenerateError>(render::rust_file(generator, Some(ctk), path, &file)?)
     };
-    let api_file = |name: &str, api: &ApiModel| {
-        let path = emit::target_dir(ctk).join(name);
-        let file = filled(&path, writer::write_api(&model, api, templates, shared))?;
-        rust_file(name, Ok(audited(&model, api, shared, file)?))
-    };
-    let driver = api_file("driver.rs", &model.driver)?;
-    let runtime = api_file("runtime.rs", &model.runtime)?;
-    // The layout oracle: gcc's numbers for the model's types, and its test module in mod.rs.
-    let oracle = layout::target_file(&model, &inputs.headers.include_dirs)?;
-    let target_mod = writer::write_target_mod(&model, &oracle.machine, templates);
-    let module = rust_file("mod.rs", target_mod)?;
+    let oracle = layout::oracle(ctk, driver.oracle, runtime.oracle)?;
+    let module = rust_file(
+        "mod.rs",
+        writer::write_target_mod(summary, &oracle.machine, templates),
+    )?;
     let layout = rust_file(
         layout::FILE,
         writer::write_layout(&oracle.values, templates),
     )?;
-    // The summary's digest, sealed with the target's files: what vouches for a cached summary.
-    let summary = summary.to_text();
     let provenance = render::provenance_file(
         generator,
         ctk,
         &inputs.provenance(),
-        &[&module, &driver, &runtime, &layout],
-        &crate::inputs::sha256_hex(summary.as_bytes()),
+        &[&module, &driver.file, &runtime.file, &layout],
+        &crate::inputs::sha256_hex(summary.to_text().as_bytes()),
     )?;
-    Ok(Generated {
-        ctk,
-        model,
-        files: vec![module, driver, runtime, layout, provenance],
-        warnings: inputs.libclang.warning.iter().cloned().collect(),
-    })
+    Ok(vec![module, driver.file, runtime.file, layout, provenance])
 }
 
 /// What one generated target contributes to the crate, as plain data that crosses the worker
@@ -236,7 +292,7 @@ enum Job {
 /// each generated target as it is done. What regen writes and check compares.
 ///
 /// The targets are generated in parallel, [`default_threads`] worker threads (at most one per
-/// target); the output does not depend on the number of threads or the order they finish in.
+/// API of a target); the output does not depend on the number of threads or the order they finish in.
 /// On failure the error of the first failing target, in the order of `ctks`, is returned.
 pub fn generate_crate(
     config: &Config,
@@ -248,12 +304,12 @@ pub fn generate_crate(
     generate_crate_with(config, ctks, opts, others, default_threads(), done)
 }
 
-/// How many targets [`generate_crate`] reads and writes at once: two per available core. A
-/// target is one job that cannot be split (its model holds syntax trees, which stay on their
-/// thread), so one per core left cores idle while the last jobs ran: three targets on two cores
-/// ran two, then one alone. Two per core lets the system share the cores among them instead:
-/// `check` of three targets on two cores took 3.6-3.9 s instead of 4.3-4.7 s wall (three runs
-/// each, interleaved), in the same CPU time, and 352 MB at most instead of 344.
+/// How many APIs of targets [`generate_crate`] reads and writes at once: two per available
+/// core. Each API of a target is one job (its half of the model holds syntax trees, which stay on
+/// their thread), and jobs differ in size, so one per core left cores idle while the last jobs
+/// ran; two per core lets the system share the cores among them instead. With one job per target
+/// (before each API became one), `check` of three targets on two cores took 3.6-3.9 s instead of
+/// 4.3-4.7 s wall (three runs each, interleaved), in the same CPU time.
 pub fn default_threads() -> usize {
     2 * std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -309,22 +365,32 @@ pub fn generate_crate_with(
     if let Some(first) = inputs.first() {
         first.libclang.activate()?;
     }
-    // Each job runs on a thread of its own, in two steps. First it reads its target's headers
-    // into a model (at most `threads` jobs at once: the permits of `gate`) and reports the
-    // model's summary; a generated target keeps its model. Once every listed target's summary is
-    // in, this thread decides which types the crate shares (crate::shared: that needs every
-    // target's types), and each generated target's thread writes its files with that decision.
-    let gate = Gate::new(threads.clamp(1, jobs.len().max(1)));
+    // Each API of each job runs on a thread of its own, in two steps. First it reads its API of
+    // the target's headers (at most `threads` at once: the permits of `gate`) and reports its
+    // part of the target's summary; an API of a generated target keeps its model. Once every
+    // listed target's summary is in, this thread decides which types the crate shares
+    // (crate::shared: that needs every target's types), and each generated API's thread writes
+    // its file with that decision; this thread then makes the target's other files from both.
+    // The two APIs of a target share nothing until then, so a one-target regen uses two cores:
+    // a target's model holds syntax trees, which cannot cross threads, but each half stays on
+    // the thread that read it.
+    let halves: Vec<(usize, Api)> = (0..jobs.len())
+        .flat_map(|i| [(i, Api::Driver), (i, Api::Runtime)])
+        .collect();
+    let gate = Gate::new(threads.clamp(1, halves.len().max(1)));
     let decision = Decision::default();
     let mut reported: Vec<Option<Reported>> = jobs.iter().map(|_| None).collect();
     let mut written: Vec<Option<Result<TargetOutput, GenerateError>>> =
         jobs.iter().map(|_| None).collect();
     let mut shared = Shared::none();
+    let templates = config.templates.parse();
+    let generator = RecordedGenerator::this(config.templates.sha256());
     std::thread::scope(|scope| {
         let (sender, receiver) = std::sync::mpsc::channel();
-        for (i, &job) in jobs.iter().enumerate() {
+        for &(i, api) in &halves {
             let sender = sender.clone();
-            let (inputs, cache, gate, decision) = (&inputs[i], &cache, &gate, &decision);
+            let job = jobs[i];
+            let (inputs, gate, decision, generator) = (&inputs[i], &gate, &decision, &generator);
             std::thread::Builder::new()
                 .name("hostcb-regen".to_owned())
                 // libclang and syn's visitors recurse deeply over the CUDA headers: the main
@@ -333,59 +399,60 @@ pub fn generate_crate_with(
                 .spawn_scoped(scope, move || {
                     let started = Instant::now();
                     let permit = gate.take();
-                    let model = model_from(config, inputs);
+                    let model = api_model_from(config, inputs, api);
                     drop(permit);
-                    let mut took = started.elapsed();
+                    let took = started.elapsed();
                     let model = match model {
                         Ok(model) => model,
                         Err(e) => {
-                            _ = sender.send(Message::Summary(i, Err(e)));
+                            _ = sender.send(Message::Part(i, api, Err(e)));
                             return;
                         }
                     };
-                    let summary = Summary::of(&model);
-                    // A local toolkit's (`--cuda-home`) headers are not pinned: its summary is
-                    // not cached under the pinned target's name.
-                    let cache = match job {
-                        Job::Generate(_) if opts.cuda_home.is_some() => None,
-                        _ => cache.as_ref(),
-                    };
-                    let stored: Vec<String> =
-                        cache.and_then(|c| c.store(&summary)).into_iter().collect();
-                    let kept = matches!(job, Job::Generate(_)).then(|| summary.clone());
-                    if sender
-                        .send(Message::Summary(i, Ok((summary, stored.clone()))))
-                        .is_err()
-                    {
+                    let part = SummaryPart::of(&model);
+                    if sender.send(Message::Part(i, api, Ok(part))).is_err() {
                         return;
                     }
-                    let (Some(summary), Some(names)) = (kept, decision.wait()) else {
+                    let (Job::Generate(_), Some(names)) = (job, decision.wait()) else {
                         return;
                     };
                     let _permit = gate.take();
                     let resumed = Instant::now();
-                    let output = write_target(config, inputs, model, &summary, &names).map(|g| {
-                        took += resumed.elapsed();
-                        TargetOutput {
-                            ctk: g.ctk,
-                            files: g.files,
-                            summary,
-                            warnings: g.warnings.into_iter().chain(stored).collect(),
-                            took,
-                        }
-                    });
-                    _ = sender.send(Message::Files(i, output));
+                    let templates = config.templates.parse();
+                    let output = write_api(inputs, &templates, generator, &model, &names)
+                        .map(|w| (w, took + resumed.elapsed()));
+                    _ = sender.send(Message::Written(i, api, output));
                 })
                 .expect("spawn a generator thread");
         }
         drop(sender);
-        let mut pending = jobs.len();
-        while pending > 0 {
-            let Ok(Message::Summary(i, made)) = receiver.recv() else {
-                unreachable!("every job reports its summary before its files, and only once")
+        let slot = |api: Api| usize::from(api == Api::Runtime);
+        let mut parts: Vec<[Option<Result<SummaryPart, GenerateError>>; 2]> =
+            jobs.iter().map(|_| [None, None]).collect();
+        for _ in &halves {
+            let Ok(Message::Part(i, api, part)) = receiver.recv() else {
+                unreachable!("every half reports its part before its file, and only once")
             };
-            reported[i] = Some(made);
-            pending -= 1;
+            parts[i][slot(api)] = Some(part);
+        }
+        for (i, [driver, runtime]) in parts.into_iter().enumerate() {
+            let (Some(driver), Some(runtime)) = (driver, runtime) else {
+                unreachable!("both halves reported")
+            };
+            reported[i] = Some(match (driver, runtime) {
+                (Ok(driver), Ok(runtime)) => {
+                    let summary = Summary::join(inputs[i].headers.ctk, driver, runtime);
+                    // A local toolkit's (`--cuda-home`) headers are not pinned: its summary is
+                    // not cached under the pinned target's name.
+                    let cache = match jobs[i] {
+                        Job::Generate(_) if opts.cuda_home.is_some() => None,
+                        _ => cache.as_ref(),
+                    };
+                    let stored = cache.and_then(|c| c.store(&summary)).into_iter().collect();
+                    Ok((summary, stored))
+                }
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            });
         }
         if reported.iter().flatten().all(Result::is_ok) {
             let all: Vec<&Summary> = config
@@ -410,13 +477,48 @@ pub fn generate_crate_with(
                 .all(Result::is_ok)
                 .then(|| shared.names.clone()),
         );
+        type Half = Result<(WrittenApi, Duration), GenerateError>;
+        let mut halves_written: Vec<[Option<Half>; 2]> =
+            jobs.iter().map(|_| [None, None]).collect();
         for message in receiver {
-            if let Message::Files(i, output) = message {
-                if let Ok(output) = &output {
-                    done(output);
-                }
-                written[i] = Some(output);
+            let Message::Written(i, api, half) = message else {
+                unreachable!("every part was received above")
+            };
+            halves_written[i][slot(api)] = Some(half);
+            let [Some(_), Some(_)] = &halves_written[i] else {
+                continue;
+            };
+            let [Some(driver), Some(runtime)] = std::mem::take(&mut halves_written[i]) else {
+                unreachable!("both halves are in")
+            };
+            let Some(Ok((summary, stored))) = &reported[i] else {
+                unreachable!("only a job whose summary is in writes its files")
+            };
+            let finished = Instant::now();
+            let output = driver.and_then(|d| runtime.map(|r| (d, r))).and_then(
+                |((driver, d_took), (runtime, r_took))| {
+                    let files = finish_target(
+                        &inputs[i], &templates, &generator, summary, driver, runtime,
+                    )?;
+                    Ok(TargetOutput {
+                        ctk: summary.ctk,
+                        files,
+                        summary: summary.clone(),
+                        warnings: inputs[i]
+                            .libclang
+                            .warning
+                            .iter()
+                            .cloned()
+                            .chain(stored.iter().cloned())
+                            .collect(),
+                        took: d_took.max(r_took) + finished.elapsed(),
+                    })
+                },
+            );
+            if let Ok(output) = &output {
+                done(output);
             }
+            written[i] = Some(output);
         }
     });
     // Every job ran unless one failed, and then its error is among the results.
@@ -465,11 +567,11 @@ pub fn generate_crate_with(
 /// A job's summary and the warnings of its caching, or why it has none.
 type Reported = Result<(Summary, Vec<String>), GenerateError>;
 
-/// What a job's thread tells [`generate_crate`]: its model's summary, then (a generated target)
-/// its files.
+/// What an API's thread tells [`generate_crate`]: its part of the target's summary, then (a
+/// generated target) its written file, with the time it took.
 enum Message {
-    Summary(usize, Reported),
-    Files(usize, Result<TargetOutput, GenerateError>),
+    Part(usize, Api, Result<SummaryPart, GenerateError>),
+    Written(usize, Api, Result<(WrittenApi, Duration), GenerateError>),
 }
 
 /// Permits for the heavy steps of the jobs of [`generate_crate`]: at most so many at once.
@@ -543,7 +645,7 @@ fn filled(path: &Path, file: Result<syn::File, TemplateError>) -> Result<syn::Fi
 /// Runs the no-trampoline audit over one API's file, before anything is sealed, written or
 /// compared.
 fn audited(
-    model: &Model,
+    ctk: Ctk,
     api: &ApiModel,
     shared: &BTreeSet<String>,
     file: syn::File,
@@ -561,7 +663,7 @@ fn audited(
         return Ok(file);
     }
     Err(GenerateError::Audit {
-        ctk: model.ctk,
+        ctk,
         api: api.api.as_str(),
         violations: violations
             .iter()

@@ -242,7 +242,8 @@ fn run_bindgen(builder: bindgen::Builder, ctk: Ctk, api: Api) -> Result<String, 
     Ok(bindings.to_string())
 }
 
-fn read_api(
+/// Reads one API of one target into its part of the model (see [`read`]).
+pub fn read_api(
     headers: &HeaderSet,
     api: Api,
     list: &DenyList,

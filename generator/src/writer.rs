@@ -12,7 +12,7 @@ use syn::visit_mut::{self, VisitMut};
 
 use crate::Ctk;
 use crate::doc::{self, Links};
-use crate::model::{Api, ApiModel, Function, Model, Summary};
+use crate::model::{Api, ApiModel, Function, Summary};
 use crate::shared::Shared;
 
 /// The template files, read and checked: their text, which each generation parses again
@@ -178,7 +178,7 @@ impl Templates {
 /// Writes one API of one target as a syntax tree (not yet formatted). The types `shared` names
 /// are re-exported from the crate's `common` module ([`crate::shared`]), the others defined here.
 pub fn write_api(
-    model: &Model,
+    ctk: Ctk,
     api: &ApiModel,
     templates: &ParsedTemplates,
     shared: &BTreeSet<String>,
@@ -193,10 +193,7 @@ pub fn write_api(
         ),
         Api::Runtime => (
             "cudaError_t",
-            format!(
-                "crate::error::Api::Runtime {{ major: {} }}",
-                model.ctk.major()
-            ),
+            format!("crate::error::Api::Runtime {{ major: {} }}", ctk.major()),
             "Entry, NamedEntry, RuntimeFn",
             "runtime_result",
         ),
@@ -207,7 +204,7 @@ pub fn write_api(
         .map(|f| format!("&{}", f.name))
         .collect();
     let mut file = templates.file.fill(&vec![
-        ("__DOC__", Value::Lines(module_doc(model, api.api))),
+        ("__DOC__", Value::Lines(module_doc(ctk, api.api))),
         text("__Ret__", status),
         text("__API__", api_value),
         text("__LOADER__", loader),
@@ -244,7 +241,7 @@ pub fn write_api(
     };
     let mut entries = Vec::new();
     for f in &api.functions {
-        let mut values = function_values(model, api.api, f);
+        let mut values = function_values(ctk, api.api, f);
         values.extend([
             (
                 "__ENTRY_DOC__",
@@ -298,7 +295,7 @@ pub fn write_api(
 
 /// The values of the placeholders of a function template (`templates/driver_function.rs`,
 /// `runtime_function.rs`) for `f`, less its docs.
-fn function_values(model: &Model, api: Api, f: &Function) -> Values {
+fn function_values(ctk: Ctk, api: Api, f: &Function) -> Values {
     let per_thread = match (api, &f.per_thread) {
         (_, None) => "None".to_owned(),
         (Api::Driver, Some(pt)) => format!(
@@ -329,7 +326,7 @@ fn function_values(model: &Model, api: Api, f: &Function) -> Values {
         text("__Ret__", f.ret.to_token_stream()),
         text("__VERSION__", f.version),
         text("__NEEDS__", f.needs),
-        text("__MAJOR__", model.ctk.major()),
+        text("__MAJOR__", ctk.major()),
         text("__PER_THREAD__", per_thread),
     ]
 }
@@ -396,20 +393,20 @@ fn entry_module(file: &mut syn::File) -> Option<&mut Vec<syn::Item>> {
         .then_some(items)
 }
 
-fn module_doc(model: &Model, api: Api) -> Vec<String> {
+fn module_doc(ctk: Ctk, api: Api) -> Vec<String> {
     let (what, lib) = match api {
         Api::Driver => ("driver", "`libcuda.so.1`".to_owned()),
-        Api::Runtime => ("runtime", format!("`{}`", model.ctk.runtime_soname())),
+        Api::Runtime => ("runtime", format!("`{}`", ctk.runtime_soname())),
     };
     vec![
         format!(
             " CUDA {what} API bindings for CTK {}: every function the header declares (less the deny-list's few), and every type and constant they reach.",
-            model.ctk
+            ctk
         ),
         String::new(),
         format!(
             " Generated from the CTK {} headers (see `provenance.toml` beside this file). Every function is",
-            model.ctk
+            ctk
         ),
         format!(" resolved from {lib} on its first call; one the installed library lacks returns"),
         " [`Error::Unavailable`] instead of failing to load.".to_owned(),
@@ -919,13 +916,13 @@ fn fill_tokens<'v>(
 
 /// What a target offers beyond the common API, named in its `for_each_target!` entry so that
 /// code written once for every target can add what only some have.
-pub fn capabilities(model: &Model) -> Vec<&'static str> {
-    let has = |api: &ApiModel, name: &str| api.functions.iter().any(|f| f.name == name);
+pub fn capabilities(summary: &Summary) -> Vec<&'static str> {
+    let has = |api: Api, name: &str| summary.api(api).iter().any(|(f, _)| f == name);
     let mut caps = Vec::new();
-    if has(&model.driver, "cuLaunchHostFunc_v2") && has(&model.runtime, "cudaLaunchHostFunc_v2") {
+    if has(Api::Driver, "cuLaunchHostFunc_v2") && has(Api::Runtime, "cudaLaunchHostFunc_v2") {
         caps.push("host_func_v2");
     }
-    if has(&model.driver, "cuStreamGetCaptureInfo_v3") {
+    if has(Api::Driver, "cuStreamGetCaptureInfo_v3") {
         caps.push("capture_info_v3");
     }
     if [
@@ -934,7 +931,7 @@ pub fn capabilities(model: &Model) -> Vec<&'static str> {
         "cudaLibraryUnload",
     ]
     .iter()
-    .all(|f| has(&model.runtime, f))
+    .all(|f| has(Api::Runtime, f))
     {
         caps.push("runtime_library");
     }
@@ -957,15 +954,16 @@ fn target_values(ctk: Ctk) -> Values {
 /// to a callback macro, and its layout test module, under `machine`, the `#[cfg]` predicate of
 /// the machines whose C layout the oracle computed.
 pub fn write_target_mod(
-    model: &Model,
+    summary: &Summary,
     machine: &str,
     templates: &ParsedTemplates,
 ) -> Result<syn::File, TemplateError> {
-    let mut values = target_values(model.ctk);
+    let ctk = summary.ctk;
+    let mut values = target_values(ctk);
     values.extend([
-        text("__MAJOR__", model.ctk.major()),
-        text("__SONAME__", model.ctk.runtime_soname()),
-        text("__CAPABILITIES__", capabilities(model).join(" ")),
+        text("__MAJOR__", ctk.major()),
+        text("__SONAME__", ctk.runtime_soname()),
+        text("__CAPABILITIES__", capabilities(summary).join(" ")),
         text("__MACHINE__", machine),
     ]);
     templates.target_mod.fill(&values)

@@ -56,8 +56,8 @@ pub fn run(ws: &Config, args: Args) -> anyhow::Result<()> {
     let sealed = output.files.len();
 
     // Serial and parallel runs interleaved, rep by rep, so both see the same machine. Regen runs
-    // at most one thread per target.
-    let threads = pipeline::default_threads().min(ws.targets.len().max(1));
+    // at most one thread per API of a target.
+    let threads = pipeline::default_threads().min(2 * ws.targets.len().max(1));
     let out = scratch.join("regen-out");
     let (mut serial, mut parallel) = (Vec::new(), Vec::new());
     for rep in 1..=reps {

@@ -54,7 +54,7 @@ fn write(name: &str, templates: &Templates) -> Result<syn::File, TemplateError> 
     let model = model();
     let parsed = templates.parse();
     match name {
-        "target_mod.rs" => writer::write_target_mod(&model, "unix", &parsed),
+        "target_mod.rs" => writer::write_target_mod(&Summary::of(&model), "unix", &parsed),
         "bindings_mod.rs" => writer::write_bindings_mod(&[&Summary::of(&model)], &parsed),
         "layout.rs" => {
             let headers = tempfile::tempdir().unwrap();
