@@ -1,5 +1,6 @@
 //! `cargo xtask bench`: the generator's own costs — `regen --ctk all` next to its floor (one bare
-//! bindgen parse of each header), `verify`, `check` — and build times of the generated crate with
+//! bindgen parse of each header), `regen` of the first listed target next to that target's own
+//! floor, `verify`, `check` — and build times of the generated crate with
 //! one target feature and with all (cold in a fresh target folder, cold for the crate alone with
 //! its dependencies built, incremental after `touch generated/src/lib.rs`), each as min / median
 //! / max over repetitions. Builds use their own target folders under `target/xtask-bench/`.
@@ -46,7 +47,7 @@ pub fn run(ws: &Config, args: Args) -> anyhow::Result<()> {
     let scratch = ws.root.join("target/xtask-bench");
     std::fs::create_dir_all(&scratch)
         .map_err(|e| anyhow!("cannot create {}: {e}", scratch.display()))?;
-    let steps = 1 + 7 * reps + if args.skip_builds { 0 } else { 6 * reps };
+    let steps = 1 + 8 * reps + if args.skip_builds { 0 } else { 6 * reps };
     let mut progress = Progress::new(steps);
     let mut table = Table::default();
 
@@ -79,7 +80,9 @@ pub fn run(ws: &Config, args: Args) -> anyhow::Result<()> {
     table.ratio("  one thread / parallel (medians)", serial / regen);
 
     // regen of one target, the others' summaries cached (the warm-up cached them).
-    if let Some(&first) = ws.targets.first() {
+    let first = ws.targets.first().copied();
+    let mut one = None;
+    if let Some(first) = first {
         let mut samples = Vec::new();
         for rep in 1..=reps {
             samples.push(
@@ -88,29 +91,46 @@ pub fn run(ws: &Config, args: Args) -> anyhow::Result<()> {
                 })?,
             );
         }
-        table.row(
+        one = Some(table.row(
             format!("regen --ctk {first} (in memory; the other targets' summaries cached)"),
             samples,
-        );
+        ));
     }
 
     let parses = floor_inputs(ws)?;
-    let mut samples = Vec::new();
+    let (mut samples, mut samples_one) = (Vec::new(), Vec::new());
     for rep in 1..=reps {
         let t = progress.step(
             &format!("floor: bare bindgen parses, rep {rep}/{reps}"),
-            || floor(&parses),
+            || floor(parses.iter()),
         )?;
         samples.push(t);
+        if let Some(first) = first {
+            let t = progress.step(
+                &format!("floor of {first}: its bare bindgen parses, rep {rep}/{reps}"),
+                || floor(parses.iter().filter(|p| p.headers.ctk == first)),
+            )?;
+            samples_one.push(t);
+        }
     }
-    let floor = table.row(
+    let floor_all = table.row(
         format!(
             "floor: one bare bindgen parse of each of {} headers",
             parses.len()
         ),
         samples,
     );
-    table.ratio("  regen / floor (medians)", regen / floor);
+    table.ratio("  regen / floor (medians)", regen / floor_all);
+    if let (Some(first), Some(one)) = (first, one) {
+        let floor_one = table.row(
+            format!("floor of {first}: one bare bindgen parse of each of its 2 headers"),
+            samples_one,
+        );
+        table.ratio(
+            &format!("  regen --ctk {first} / its floor (medians)"),
+            one / floor_one,
+        );
+    }
 
     let mut samples = Vec::new();
     let mut note = None;
@@ -295,7 +315,7 @@ fn floor_inputs(ws: &Config) -> anyhow::Result<Vec<Parse>> {
 }
 
 /// Every bare parse once, timed; each must produce some output.
-fn floor(parses: &[Parse]) -> anyhow::Result<Duration> {
+fn floor<'a>(parses: impl Iterator<Item = &'a Parse>) -> anyhow::Result<Duration> {
     let t0 = Instant::now();
     for p in parses {
         let text = reader::bare_parse(&p.headers, p.api, &p.list)?;
