@@ -10,7 +10,7 @@ use std::fmt;
 use quote::ToTokens;
 
 use crate::Ctk;
-use crate::model::{Api, Function, Model, PerThreadVariant};
+use crate::model::{Api, CType, Function, Model, PerThreadVariant};
 
 /// Every difference between the models of two targets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -260,7 +260,7 @@ fn info(model: &Model, api: Api, f: &Function) -> FunctionInfo {
     let params: Vec<String> = f
         .params
         .iter()
-        .map(|p| format!("{}: {}", p.name, spell(&p.ty)))
+        .map(|p| format!("{}: {}", p.name, spell_type(&p.ty)))
         .collect();
     let version = model.header_version(api, f);
     FunctionInfo {
@@ -771,6 +771,25 @@ fn spell(tokens: &impl ToTokens) -> String {
         s = s.replace(from, to);
     }
     s
+}
+
+/// A signature's type as [`spell`] spells tokens: `*mut c_void`, `CUstream`.
+fn spell_type(ty: &CType) -> String {
+    match ty {
+        CType::Named(name) => ["::core::ffi::", "::core::option::"]
+            .iter()
+            .find_map(|prefix| name.strip_prefix(prefix))
+            .unwrap_or(name)
+            .to_owned(),
+        CType::Pointer { mutable, to } => format!(
+            "*{} {}",
+            if *mutable { "mut" } else { "const" },
+            spell_type(to)
+        ),
+        CType::Other(tokens) => tokens
+            .parse::<proc_macro2::TokenStream>()
+            .map_or_else(|_| tokens.clone(), |t| spell(&t)),
+    }
 }
 
 fn per_thread(pt: &Option<PerThread>) -> String {

@@ -1,7 +1,8 @@
 //! The model: what the headers declare for one CTK target, as plain data the writer turns into
-//! code. Functions are fully described (C names, ABI symbol and version, per-thread variant,
-//! parameters); types keep bindgen's definition for this target, because their layout is
-//! bindgen's to get right and the writer emits them unchanged.
+//! code. Functions are data with no syntax in them (C names, ABI symbol and version, per-thread
+//! variant, parameters and return type as [`CType`]), so they compare by value; types keep
+//! bindgen's definition for this target, because their layout is bindgen's to get right and the
+//! writer emits them unchanged.
 
 use std::collections::BTreeSet;
 
@@ -126,7 +127,7 @@ pub struct Function {
     /// The parameters, in order.
     pub params: Vec<Param>,
     /// The return type (`CUresult` or `cudaError_t`).
-    pub ret: syn::Type,
+    pub ret: CType,
     /// The header's doc comment (Doxygen, as bindgen hands it over), one entry per line; the
     /// writer turns it into Markdown ([`crate::doc`]).
     pub doc: Vec<String>,
@@ -152,8 +153,83 @@ pub struct PerThreadVariant {
 pub struct Param {
     /// The Rust name (bindgen's, e.g. `fn_` for C's `fn`).
     pub name: String,
-    /// The Rust type, as bindgen spelled it.
-    pub ty: syn::Type,
+    /// The type, as bindgen spelled it.
+    pub ty: CType,
+}
+
+/// A type of a function's signature, as data: what bindgen spelled, in C's terms (a named type or
+/// a pointer to one), so that the model holds no syntax and compares by value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CType {
+    /// A named type, by bindgen's path without spaces: `CUstream`, `::core::ffi::c_uint`, `usize`.
+    Named(String),
+    /// A pointer.
+    Pointer {
+        /// `*mut` rather than `*const`.
+        mutable: bool,
+        /// The type pointed to.
+        to: Box<CType>,
+    },
+    /// Any other type (an array, a function pointer or a generic path, which no parameter of a
+    /// bound function has today), by its Rust tokens.
+    Other(String),
+}
+
+impl CType {
+    /// The type bindgen spelled as `ty`.
+    pub fn of(ty: &syn::Type) -> CType {
+        match ty {
+            syn::Type::Ptr(p) => CType::Pointer {
+                mutable: matches!(p.mutability, syn::PointerMutability::Mut(_)),
+                to: Box::new(CType::of(&p.elem)),
+            },
+            syn::Type::Path(p)
+                if p.qself.is_none()
+                    && p.path
+                        .segments
+                        .iter()
+                        .all(|s| matches!(s.arguments, syn::PathArguments::None)) =>
+            {
+                let mut name = String::new();
+                if p.path.leading_colon.is_some() {
+                    name.push_str("::");
+                }
+                let segments: Vec<String> = p
+                    .path
+                    .segments
+                    .iter()
+                    .map(|s| s.ident.to_string())
+                    .collect();
+                name.push_str(&segments.join("::"));
+                CType::Named(name)
+            }
+            other => CType::Other(quote::ToTokens::to_token_stream(other).to_string()),
+        }
+    }
+
+    /// Whether the type is or holds a function pointer, or names a type in `carriers` (see
+    /// [`host_function_types`]).
+    pub fn carries(&self, carriers: &BTreeSet<String>) -> bool {
+        match self {
+            CType::Named(name) => name.split("::").any(|s| carriers.contains(s)),
+            CType::Pointer { to, .. } => to.carries(carriers),
+            CType::Other(tokens) => {
+                syn::parse_str::<syn::Type>(tokens).is_ok_and(|ty| carries(&ty, carriers))
+            }
+        }
+    }
+}
+
+/// The Rust spelling: `*mut ::core::ffi::c_void`.
+impl std::fmt::Display for CType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CType::Named(name) | CType::Other(name) => f.write_str(name),
+            CType::Pointer { mutable, to } => {
+                write!(f, "*{} {to}", if *mutable { "mut" } else { "const" })
+            }
+        }
+    }
 }
 
 impl Function {
@@ -161,7 +237,7 @@ impl Function {
     /// ([`host_function_types`]); such wrappers document the lifetime rule and must forward
     /// their arguments unchanged.
     pub fn takes_host_function(&self, carriers: &BTreeSet<String>) -> bool {
-        self.params.iter().any(|p| carries(&p.ty, carriers))
+        self.params.iter().any(|p| p.ty.carries(carriers))
     }
 }
 

@@ -19,7 +19,9 @@ use quote::ToTokens;
 use crate::Ctk;
 use crate::allowlist::DenyList;
 use crate::history::History;
-use crate::model::{Api, ApiModel, Declared, Function, Model, Param, PerThreadVariant, TypeDef};
+use crate::model::{
+    Api, ApiModel, CType, Declared, Function, Model, Param, PerThreadVariant, TypeDef,
+};
 
 mod fixup;
 mod scan;
@@ -283,8 +285,8 @@ pub fn read_api(
     items.extend(conversions);
 
     let mut decls = Vec::new();
-    let mut pfns: BTreeMap<String, syn::TypeFnPtr> = BTreeMap::new();
-    let mut aliases: HashMap<String, syn::Type> = HashMap::new();
+    let mut pfns: BTreeMap<String, Vec<CType>> = BTreeMap::new();
+    let mut aliases: HashMap<String, CType> = HashMap::new();
     let mut types: BTreeMap<String, Vec<syn::Item>> = BTreeMap::new();
     for item in items {
         match item {
@@ -294,12 +296,13 @@ pub fn read_api(
             })),
             syn::Item::Type(t) if t.ident.to_string().starts_with("PFN_") => {
                 if let Some(f) = bare_fn_of(&t.ty) {
-                    pfns.insert(t.ident.to_string(), f);
+                    let params = f.inputs.iter().map(|a| CType::of(&a.ty)).collect();
+                    pfns.insert(t.ident.to_string(), params);
                 }
             }
             item => {
                 if let syn::Item::Type(t) = &item {
-                    aliases.insert(t.ident.to_string(), (*t.ty).clone());
+                    aliases.insert(t.ident.to_string(), CType::of(&t.ty));
                 }
                 let key = group_of(&item);
                 types.entry(key).or_default().push(item);
@@ -366,10 +369,10 @@ pub fn read_api(
 
 /// What the reader knows of one API's headers besides a declaration itself.
 struct Lookup<'a> {
-    /// `cudaTypedefs.h`'s `PFN_` typedefs, by name.
-    pfns: &'a BTreeMap<String, syn::TypeFnPtr>,
+    /// The parameter types of `cudaTypedefs.h`'s `PFN_` typedefs, by name.
+    pfns: &'a BTreeMap<String, Vec<CType>>,
     /// Type aliases, to compare signatures through them.
-    aliases: &'a HashMap<String, syn::Type>,
+    aliases: &'a HashMap<String, CType>,
     /// The header's object-like macros.
     macros: &'a HashMap<String, Vec<String>>,
     /// Every declared function's name.
@@ -391,24 +394,24 @@ fn function(
         .filter_map(|a| match a {
             syn::FnArg::Typed(p) => Some(Param {
                 name: p.pat.to_token_stream().to_string(),
-                ty: (*p.ty).clone(),
+                ty: CType::of(&p.ty),
             }),
             syn::FnArg::Receiver(_) => None,
         })
         .collect();
     let ret = match &decl.sig.output {
-        syn::ReturnType::Type(_, t) => (**t).clone(),
-        syn::ReturnType::Default => syn::parse_quote!(()),
+        syn::ReturnType::Type(_, t) => CType::of(t),
+        syn::ReturnType::Default => CType::Other("()".to_owned()),
     };
     let status = match api {
         Api::Driver => "CUresult",
         Api::Runtime => "cudaError_t",
     };
-    if ret.to_token_stream().to_string() != status {
+    if ret != CType::Named(status.to_owned()) {
         return Err(ReadError::UnsupportedReturn {
             api: api.as_str(),
             function: declared,
-            ret: ret.to_token_stream().to_string(),
+            ret: ret.to_string(),
             status,
         });
     }
@@ -587,9 +590,8 @@ fn matching_versions(base: &str, suffix: &str, params: &[Param], lookup: &Lookup
                 .parse()
                 .ok()?;
             let got: Vec<String> = f
-                .inputs
                 .iter()
-                .map(|a| canonical(&a.ty, lookup.aliases, 0))
+                .map(|ty| canonical(ty, lookup.aliases, 0))
                 .collect();
             (got == want).then_some(version)
         })
@@ -667,25 +669,18 @@ fn per_thread_version(
 
 /// A type's spelling with every alias resolved, so `CUDA_HOST_NODE_PARAMS` and
 /// `CUDA_HOST_NODE_PARAMS_v1` compare equal.
-fn canonical(ty: &syn::Type, aliases: &HashMap<String, syn::Type>, depth: u32) -> String {
+fn canonical(ty: &CType, aliases: &HashMap<String, CType>, depth: u32) -> String {
     match ty {
-        syn::Type::Ptr(p) => format!(
+        CType::Pointer { mutable, to } => format!(
             "*{} {}",
-            if matches!(p.mutability, syn::PointerMutability::Mut(_)) {
-                "mut"
-            } else {
-                "const"
-            },
-            canonical(&p.elem, aliases, depth)
+            if *mutable { "mut" } else { "const" },
+            canonical(to, aliases, depth)
         ),
-        syn::Type::Path(p) if depth < 16 => match p.path.get_ident().map(|i| i.to_string()) {
-            Some(name) => match aliases.get(&name) {
-                Some(target) => canonical(target, aliases, depth + 1),
-                None => name,
-            },
-            None => p.to_token_stream().to_string(),
+        CType::Named(name) if depth < 16 && !name.contains("::") => match aliases.get(name) {
+            Some(target) => canonical(target, aliases, depth + 1),
+            None => name.clone(),
         },
-        other => other.to_token_stream().to_string(),
+        other => other.to_string(),
     }
 }
 
@@ -753,9 +748,22 @@ mod tests {
     #[test]
     fn canonical_resolves_aliases() {
         let mut aliases = HashMap::new();
-        aliases.insert("A".to_owned(), syn::parse_quote!(B));
-        aliases.insert("B".to_owned(), syn::parse_quote!(C_st));
-        let ty: syn::Type = syn::parse_quote!(*const A);
+        let of = |ty: syn::Type| CType::of(&ty);
+        aliases.insert("A".to_owned(), of(syn::parse_quote!(B)));
+        aliases.insert("B".to_owned(), of(syn::parse_quote!(C_st)));
+        let ty = of(syn::parse_quote!(*const A));
         assert_eq!(canonical(&ty, &aliases, 0), "*const C_st");
+        // Paths and the types a signature does not hold today are spelled, not resolved.
+        let ty = of(syn::parse_quote!(*mut ::core::ffi::c_void));
+        assert_eq!(
+            ty,
+            CType::Pointer {
+                mutable: true,
+                to: Box::new(CType::Named("::core::ffi::c_void".to_owned())),
+            }
+        );
+        assert_eq!(canonical(&ty, &aliases, 0), "*mut ::core::ffi::c_void");
+        let ty = of(syn::parse_quote!([A; 4]));
+        assert_eq!(canonical(&ty, &aliases, 0), "[A ; 4]");
     }
 }

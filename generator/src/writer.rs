@@ -308,22 +308,17 @@ fn function_values(ctk: Ctk, api: Api, f: &Function) -> Values {
     let join = |part: fn(&crate::model::Param) -> String| {
         f.params.iter().map(part).collect::<Vec<_>>().join(", ")
     };
-    let params = f.params.iter().map(|p| {
-        vec![
-            text("__params__", &p.name),
-            text("__Params__", p.ty.to_token_stream()),
-        ]
-    });
+    let params = f
+        .params
+        .iter()
+        .map(|p| vec![text("__params__", &p.name), text("__Params__", &p.ty)]);
     vec![
         text("__name__", &f.name),
         text("__base__", &f.base),
         ("__params__", Value::Each(params.collect())),
         text("__args__", join(|p| p.name.clone())),
-        text(
-            "__ParamTypes__",
-            join(|p| p.ty.to_token_stream().to_string()),
-        ),
-        text("__Ret__", f.ret.to_token_stream()),
+        text("__ParamTypes__", join(|p| p.ty.to_string())),
+        text("__Ret__", &f.ret),
         text("__VERSION__", f.version),
         text("__NEEDS__", f.needs),
         text("__MAJOR__", ctk.major()),
