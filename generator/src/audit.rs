@@ -12,7 +12,7 @@
 //! - each parameter appears exactly once, as a plain argument of the forward.
 //!
 //! Which wrappers are audited comes from the types themselves
-//! ([`crate::model::host_function_types`]): any parameter whose type is or holds a function
+//! ([`crate::model::Definitions::host_function_types`]): any parameter whose type is or holds a function
 //! pointer, the same rule the writer uses to attach the lifetime notes.
 //!
 //! An entry point's first call goes through a stub that resolves the function and forwards the
@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use quote::ToTokens;
 use syn::visit::{self, Visit};
 
-use crate::model::{carries, host_function_types};
+use crate::model::{CType, Definitions};
 
 /// The functions a host-function wrapper may call besides its entry point: they map the status
 /// code to a `Result` and see no parameter.
@@ -56,11 +56,17 @@ pub fn host_function_wrappers<'a>(
     file: &'a syn::File,
     common: &[syn::Item],
 ) -> Vec<&'a syn::ItemFn> {
-    let carriers = host_function_types(file.items.iter().chain(common));
+    let carriers = Definitions::of(file.items.iter().chain(common)).host_function_types();
     file.items
         .iter()
         .filter_map(|i| match i {
-            syn::Item::Fn(f) if params(f).iter().any(|(_, ty)| carries(ty, &carriers)) => Some(f),
+            syn::Item::Fn(f)
+                if params(f)
+                    .iter()
+                    .any(|(_, ty)| CType::of(ty).carries(&carriers)) =>
+            {
+                Some(f)
+            }
             _ => None,
         })
         .collect()

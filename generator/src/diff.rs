@@ -7,10 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use quote::ToTokens;
-
 use crate::Ctk;
-use crate::model::{Api, CType, Function, Model, PerThreadVariant};
+use crate::model::{Api, CType, Definitions, Function, Model, PerThreadVariant, Shape, spell};
 
 /// Every difference between the models of two targets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -369,152 +367,48 @@ fn diff_functions(api: Api, from: &Model, to: &Model, out: &mut Vec<Difference>)
     }
 }
 
-/// What one API of one model defines besides functions, by name.
-#[derive(Default)]
-struct Types {
-    /// Structs, unions, enums and aliases: their kind.
-    kinds: BTreeMap<String, String>,
+/// What one API of one model defines besides functions, as `diff` compares it: each type's kind
+/// and fields, over the model's [`Definitions`].
+struct Types<'a> {
+    /// The definitions.
+    defs: &'a Definitions,
+    /// Each type's kind: `struct`, `union`, `enum` (a Rust enum, or a newtype with values), or
+    /// `alias of <target>`.
+    kinds: BTreeMap<&'a str, String>,
     /// Fields of structs and unions, in order: name and type.
-    fields: BTreeMap<String, Vec<(String, String)>>,
-    /// Alias targets, as types.
-    aliases: BTreeMap<String, syn::Type>,
-    /// Sizes, offsets from bindgen's layout checks.
-    sizes: BTreeMap<String, u64>,
-    offsets: BTreeMap<(String, String), u64>,
-    /// The field type of newtype enums.
-    reprs: BTreeMap<String, syn::Type>,
-    /// Enum values, by `(enum, value name)`.
-    values: BTreeMap<(String, String), String>,
-    /// Top-level constants.
-    constants: BTreeMap<String, String>,
+    fields: BTreeMap<&'a str, &'a [(String, CType)]>,
 }
 
-impl Types {
-    fn of(model: &Model, api: Api) -> Self {
-        let mut t = Types::default();
-        let items: Vec<&syn::Item> = model.api(api).types.iter().flat_map(|d| &d.items).collect();
-        for item in &items {
-            match item {
-                syn::Item::Struct(s) => {
-                    let name = s.ident.to_string();
-                    match &s.fields {
-                        syn::Fields::Unnamed(f) if f.unnamed.len() == 1 => {
-                            t.reprs.insert(name.clone(), f.unnamed[0].ty.clone());
-                            t.kinds.insert(name, "newtype".to_owned());
-                        }
-                        fields => {
-                            t.fields.insert(name.clone(), named_fields(fields.iter()));
-                            t.kinds.insert(name, "struct".to_owned());
-                        }
+impl<'a> Types<'a> {
+    fn of(model: &'a Model, api: Api) -> Self {
+        let defs = &model.api(api).definitions;
+        let enums: BTreeSet<&str> = defs.values.keys().map(|(o, _)| o.as_str()).collect();
+        let (mut kinds, mut fields) = (BTreeMap::new(), BTreeMap::new());
+        for (name, shape) in &defs.shapes {
+            let name = name.as_str();
+            let kind = match shape {
+                Shape::Struct(f) | Shape::Union(f) => {
+                    fields.insert(name, f.as_slice());
+                    if matches!(shape, Shape::Union(_)) {
+                        "union"
+                    } else {
+                        "struct"
                     }
+                    .to_owned()
                 }
-                syn::Item::Union(u) => {
-                    let name = u.ident.to_string();
-                    t.fields
-                        .insert(name.clone(), named_fields(u.fields.named.iter()));
-                    t.kinds.insert(name, "union".to_owned());
-                }
-                syn::Item::Enum(e) => {
-                    let name = e.ident.to_string();
-                    for v in &e.variants {
-                        let value = v
-                            .discriminant
-                            .as_ref()
-                            .map_or_else(String::new, |(_, e)| spell(e));
-                        t.values.insert((name.clone(), v.ident.to_string()), value);
-                    }
-                    t.kinds.insert(name, "enum".to_owned());
-                }
-                syn::Item::Type(a) => {
-                    let name = a.ident.to_string();
-                    t.kinds
-                        .insert(name.clone(), format!("alias of {}", spell(&a.ty)));
-                    t.aliases.insert(name, (*a.ty).clone());
-                }
-                syn::Item::Use(u) => {
-                    // bindgen's `pub use self::X_enum as X;`
-                    if let syn::UseTree::Path(p) = &u.tree
-                        && let syn::UseTree::Rename(r) = &*p.tree
-                    {
-                        let target = r.ident.to_string();
-                        let name = r.rename.to_string();
-                        t.kinds.insert(name.clone(), format!("alias of {target}"));
-                        let ident = &r.ident;
-                        t.aliases.insert(name, syn::parse_quote!(#ident));
-                    }
-                }
-                syn::Item::Const(c) if c.ident == "_" => t.layout(&c.expr),
-                syn::Item::Const(c) => {
-                    t.constants.insert(c.ident.to_string(), spell(&c.expr));
-                }
-                syn::Item::Impl(i) if i.trait_.is_none() => {
-                    let owner = spell(&i.self_ty);
-                    for item in &i.items {
-                        if let syn::ImplItem::Const(c) = item {
-                            t.values
-                                .insert((owner.clone(), c.ident.to_string()), enum_value(&c.expr));
-                        }
-                    }
-                }
-                _ => {}
-            }
+                // A newtype with values is bindgen's enum.
+                Shape::Tuple(t) if t.len() == 1 && enums.contains(name) => "enum".to_owned(),
+                Shape::Tuple(_) => "struct".to_owned(),
+                Shape::Enum => "enum".to_owned(),
+                Shape::Alias(ty) => format!("alias of {}", spell_type(ty)),
+                Shape::Rename(target) => format!("alias of {target}"),
+            };
+            kinds.insert(name, kind);
         }
-        // A newtype with values is bindgen's enum.
-        let enums: BTreeSet<String> = t.values.keys().map(|(o, _)| o.clone()).collect();
-        for (name, kind) in &mut t.kinds {
-            if kind == "newtype" {
-                *kind = if enums.contains(name) {
-                    "enum"
-                } else {
-                    "struct"
-                }
-                .to_owned();
-            }
-        }
-        t
-    }
-
-    /// Reads one of bindgen's layout checks: `["Size of X"][size_of::<X>() - 16usize];` and
-    /// `["Offset of field: X::f"][offset_of!(X, f) - 8usize];`.
-    fn layout(&mut self, expr: &syn::Expr) {
-        let syn::Expr::Block(block) = expr else {
-            return;
-        };
-        for stmt in &block.block.stmts {
-            let syn::Stmt::Expr(syn::Expr::Index(index), _) = stmt else {
-                continue;
-            };
-            let syn::Expr::Array(label) = &*index.expr else {
-                continue;
-            };
-            let Some(syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Str(label),
-                ..
-            })) = label.elems.first()
-            else {
-                continue;
-            };
-            let syn::Expr::Binary(b) = &*index.index else {
-                continue;
-            };
-            let syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Int(n),
-                ..
-            }) = &*b.right
-            else {
-                continue;
-            };
-            let Ok(n) = n.base10_parse::<u64>() else {
-                continue;
-            };
-            let label = label.value();
-            if let Some(ty) = label.strip_prefix("Size of ") {
-                self.sizes.insert(ty.to_owned(), n);
-            } else if let Some(field) = label.strip_prefix("Offset of field: ")
-                && let Some((ty, field)) = field.split_once("::")
-            {
-                self.offsets.insert((ty.to_owned(), field.to_owned()), n);
-            }
+        Types {
+            defs,
+            kinds,
+            fields,
         }
     }
 
@@ -523,37 +417,29 @@ impl Types {
         if depth > 16 {
             return None;
         }
-        if let Some(size) = self.sizes.get(name) {
+        if let Some(size) = self.defs.sizes.get(name) {
             return Some(*size);
         }
-        if let Some(ty) = self.aliases.get(name).or_else(|| self.reprs.get(name)) {
-            return self.size_of_type(ty, depth + 1);
+        match self.defs.shapes.get(name) {
+            Some(Shape::Alias(ty)) => return self.size_of_type(ty, depth + 1),
+            Some(Shape::Rename(target)) => return self.size_of(target, depth + 1),
+            Some(Shape::Tuple(t)) if t.len() == 1 => return self.size_of_type(&t[0], depth + 1),
+            _ => {}
         }
         primitive_size(name)
     }
 
-    fn size_of_type(&self, ty: &syn::Type, depth: u32) -> Option<u64> {
+    fn size_of_type(&self, ty: &CType, depth: u32) -> Option<u64> {
         match ty {
-            syn::Type::Ptr(_) | syn::Type::FnPtr(_) | syn::Type::Reference(_) => Some(8),
-            syn::Type::Array(a) => {
-                let syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Int(n),
-                    ..
-                }) = &a.len
-                else {
-                    return None;
-                };
-                Some(self.size_of_type(&a.elem, depth)? * n.base10_parse::<u64>().ok()?)
+            CType::Pointer { .. } | CType::Function(_) => Some(8),
+            CType::Array { of, len } => {
+                let len: syn::LitInt = syn::parse_str(len).ok()?;
+                Some(self.size_of_type(of, depth)? * len.base10_parse::<u64>().ok()?)
             }
-            syn::Type::Path(p) => {
-                let last = p.path.segments.last()?;
-                if last.ident == "Option" {
-                    // `Option<unsafe extern "C" fn(..)>`: a nullable function pointer.
-                    return Some(8);
-                }
-                self.size_of(&last.ident.to_string(), depth)
-            }
-            _ => None,
+            // `Option<unsafe extern "C" fn(..)>`: a nullable function pointer.
+            CType::Generic { .. } if ty.last_ident() == Some("Option") => Some(8),
+            CType::Named(_) | CType::Generic { .. } => self.size_of(ty.last_ident()?, depth),
+            CType::Other(_) => None,
         }
     }
 }
@@ -567,20 +453,6 @@ fn primitive_size(name: &str) -> Option<u64> {
         | "f64" | "isize" | "usize" => 8,
         _ => return None,
     })
-}
-
-fn named_fields<'a>(fields: impl Iterator<Item = &'a syn::Field>) -> Vec<(String, String)> {
-    fields
-        .filter_map(|f| Some((f.ident.as_ref()?.to_string(), spell(&f.ty))))
-        .collect()
-}
-
-/// `X(0)` (a newtype enum's value) as `0`; anything else as spelled.
-fn enum_value(expr: &syn::Expr) -> String {
-    match expr {
-        syn::Expr::Call(call) if call.args.len() == 1 => spell(&call.args[0]),
-        other => spell(other),
-    }
 }
 
 fn diff_types(api: Api, old: &Types, new: &Types, out: &mut Vec<Difference>) {
@@ -629,9 +501,8 @@ fn diff_types(api: Api, old: &Types, new: &Types, out: &mut Vec<Difference>) {
         {
             push(Section::TypesChanged, name, Change::Size { from: a, to: b });
         }
-        let no_fields = Vec::new();
-        let before = old.fields.get(name).unwrap_or(&no_fields);
-        let after = new.fields.get(name).unwrap_or(&no_fields);
+        let before = old.fields.get(name).copied().unwrap_or_default();
+        let after = new.fields.get(name).copied().unwrap_or_default();
         for (field, ty) in before {
             match after.iter().find(|(f, _)| f == field) {
                 None => push(
@@ -639,7 +510,7 @@ fn diff_types(api: Api, old: &Types, new: &Types, out: &mut Vec<Difference>) {
                     name,
                     Change::FieldRemoved {
                         field: field.clone(),
-                        ty: ty.clone(),
+                        ty: spell_type(ty),
                     },
                 ),
                 Some((_, new_ty)) if new_ty != ty => push(
@@ -647,13 +518,14 @@ fn diff_types(api: Api, old: &Types, new: &Types, out: &mut Vec<Difference>) {
                     name,
                     Change::FieldType {
                         field: field.clone(),
-                        from: ty.clone(),
-                        to: new_ty.clone(),
+                        from: spell_type(ty),
+                        to: spell_type(new_ty),
                     },
                 ),
                 Some(_) => {
-                    let key = (name.clone(), field.clone());
-                    if let (Some(a), Some(b)) = (old.offsets.get(&key), new.offsets.get(&key))
+                    let key = (name.to_string(), field.clone());
+                    if let (Some(a), Some(b)) =
+                        (old.defs.offsets.get(&key), new.defs.offsets.get(&key))
                         && a != b
                     {
                         push(
@@ -676,7 +548,7 @@ fn diff_types(api: Api, old: &Types, new: &Types, out: &mut Vec<Difference>) {
                     name,
                     Change::FieldAdded {
                         field: field.clone(),
-                        ty: ty.clone(),
+                        ty: spell_type(ty),
                     },
                 );
             }
@@ -694,8 +566,8 @@ fn diff_values(api: Api, old: &Types, new: &Types, out: &mut Vec<Difference>) {
         })
     };
     compare_values(
-        &old.values,
-        &new.values,
+        &old.defs.values,
+        &new.defs.values,
         |(owner, name)| format!("{owner}::{name}"),
         [
             Section::EnumValuesRemoved,
@@ -705,8 +577,8 @@ fn diff_values(api: Api, old: &Types, new: &Types, out: &mut Vec<Difference>) {
         &mut push,
     );
     compare_values(
-        &old.constants,
-        &new.constants,
+        &old.defs.constants,
+        &new.defs.constants,
         String::clone,
         [
             Section::ConstantsRemoved,
@@ -747,33 +619,7 @@ fn compare_values<K: Ord>(
     }
 }
 
-/// Tokens as a person would write them: `*mut c_void`, `Option<CUhostFn>`, without the
-/// `::core::ffi::` bindgen spells out.
-fn spell(tokens: &impl ToTokens) -> String {
-    let mut s = tokens.to_token_stream().to_string();
-    for (from, to) in [
-        (":: core :: ffi :: ", ""),
-        (":: core :: option :: ", ""),
-        (" :: ", "::"),
-        (":: ", "::"),
-        ("* mut ", "*mut "),
-        ("* const ", "*const "),
-        (" < ", "<"),
-        ("< ", "<"),
-        (" >", ">"),
-        (" ,", ","),
-        ("( ", "("),
-        (" )", ")"),
-        ("[ ", "["),
-        (" ]", "]"),
-        (" ;", ";"),
-    ] {
-        s = s.replace(from, to);
-    }
-    s
-}
-
-/// A signature's type as [`spell`] spells tokens: `*mut c_void`, `CUstream`.
+/// A type as [`spell`] spells its tokens: `*mut c_void`, `CUstream`.
 fn spell_type(ty: &CType) -> String {
     match ty {
         CType::Named(name) => ["::core::ffi::", "::core::option::"]
@@ -786,9 +632,11 @@ fn spell_type(ty: &CType) -> String {
             if *mutable { "mut" } else { "const" },
             spell_type(to)
         ),
-        CType::Other(tokens) => tokens
+        // Spelt from the tokens, as the headers' own types are never compared by hand.
+        other => other
+            .to_string()
             .parse::<proc_macro2::TokenStream>()
-            .map_or_else(|_| tokens.clone(), |t| spell(&t)),
+            .map_or_else(|_| other.to_string(), |t| spell(&t)),
     }
 }
 

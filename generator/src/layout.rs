@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::Ctk;
-use crate::model::{Api, ApiModel, Model};
+use crate::model::{Api, ApiModel, CType, Model, Shape};
 use crate::writer::{Value, Values, text};
 
 /// The name of the generated file in each target's folder.
@@ -171,36 +171,25 @@ struct FieldCheck {
 }
 
 /// The struct, union and enum definitions of one API, by Rust name: each one's kind and its
-/// named fields (`None` for a tuple struct's).
-type Defs = BTreeMap<String, (Kind, Vec<(String, syn::Type)>)>;
+/// named fields (none for a newtype enum's).
+type Defs = BTreeMap<String, (Kind, Vec<(String, CType)>)>;
 
 fn definitions(api: &ApiModel) -> Defs {
-    let mut defs = Defs::new();
-    let named = |fields: &syn::FieldsNamed| -> Vec<(String, syn::Type)> {
-        fields
-            .named
-            .iter()
-            .filter_map(|f| Some((f.ident.as_ref()?.to_string(), f.ty.clone())))
-            .collect()
-    };
-    for item in api.types.iter().flat_map(|t| &t.items) {
-        match item {
-            syn::Item::Struct(s) if s.generics.params.is_empty() => {
-                let def = match &s.fields {
-                    syn::Fields::Named(f) => (Kind::Struct, named(f)),
-                    // bindgen's newtype enums: `pub struct CUevent_flags_enum(pub c_uint);`.
-                    syn::Fields::Unnamed(u) if u.unnamed.len() == 1 => (Kind::Enum, Vec::new()),
-                    _ => continue,
-                };
-                defs.insert(s.ident.to_string(), def);
-            }
-            syn::Item::Union(u) if u.generics.params.is_empty() => {
-                defs.insert(u.ident.to_string(), (Kind::Union, named(&u.fields)));
-            }
-            _ => {}
-        }
-    }
-    defs
+    let d = &api.definitions;
+    d.shapes
+        .iter()
+        .filter(|(name, _)| !d.generic.contains(*name))
+        .filter_map(|(name, shape)| {
+            let def = match shape {
+                Shape::Struct(fields) => (Kind::Struct, fields.clone()),
+                // bindgen's newtype enums: `pub struct CUevent_flags_enum(pub c_uint);`.
+                Shape::Tuple(fields) if fields.len() == 1 => (Kind::Enum, Vec::new()),
+                Shape::Union(fields) => (Kind::Union, fields.clone()),
+                _ => return None,
+            };
+            Some((name.clone(), def))
+        })
+        .collect()
 }
 
 /// Rust keywords bindgen appends `_` to (its `rust_mangle`), so `fn_` is C's `fn`.
@@ -256,26 +245,21 @@ fn is_anonymous_type(name: &str, defs: &Defs) -> bool {
 
 /// Whether the field `name` of `owner`, of type `ty`, is a C11 anonymous member: bindgen's
 /// `__bindgen_anon_N`, or the reader's `anon` / `anonN` of the type `<owner>_anon..`.
-fn is_anonymous_member(owner: &str, name: &str, ty: &syn::Type) -> bool {
+fn is_anonymous_member(owner: &str, name: &str, ty: &CType) -> bool {
     numbered(name, "__bindgen_anon_")
         || ((name == "anon" || numbered(name, "anon"))
             && path_ident(ty).as_deref() == Some(&format!("{owner}_{name}")))
 }
 
 /// The last identifier of a plain type path (`CUcontext`, `__IncompleteArrayField<u8>`).
-fn path_ident(ty: &syn::Type) -> Option<String> {
-    match ty {
-        syn::Type::Path(p) if p.qself.is_none() => {
-            p.path.segments.last().map(|s| s.ident.to_string())
-        }
-        _ => None,
-    }
+fn path_ident(ty: &CType) -> Option<String> {
+    ty.last_ident().map(str::to_owned)
 }
 
 /// The element type of an array type, through nested arrays.
-fn array_element(ty: &syn::Type) -> Option<&syn::Type> {
+fn array_element(ty: &CType) -> Option<&CType> {
     match ty {
-        syn::Type::Array(a) => Some(array_element(&a.elem).unwrap_or(&a.elem)),
+        CType::Array { of, .. } => Some(array_element(of).unwrap_or(of)),
         _ => None,
     }
 }
@@ -356,7 +340,7 @@ fn c_spelling(name: &str, keyword: &str, tags: &BTreeSet<(String, String)>, defs
 fn walk(
     defs: &Defs,
     owner: &str,
-    fields: &[(String, syn::Type)],
+    fields: &[(String, CType)],
     rust: &[String],
     c: &str,
     out: &mut Vec<FieldCheck>,
@@ -707,18 +691,16 @@ pub fn api_oracle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::TypeDef;
 
     /// A driver API of `items` (as bindgen would write them) for the target 13.0.
     fn model(items: Vec<syn::Item>) -> Model {
-        let api = |api, items| ApiModel {
-            api,
-            functions: Vec::new(),
-            types: vec![TypeDef {
-                name: "t".to_owned(),
-                items,
-            }],
-            declared: Default::default(),
+        let api = |api, items| {
+            ApiModel::new(
+                api,
+                Vec::new(),
+                [("t".to_owned(), items)].into(),
+                Default::default(),
+            )
         };
         Model {
             ctk: Ctk::new(13, 0),

@@ -1,13 +1,19 @@
 //! The model: what the headers declare for one CTK target, as plain data the writer turns into
-//! code. Functions are data with no syntax in them (C names, ABI symbol and version, per-thread
-//! variant, parameters and return type as [`CType`]), so they compare by value; types keep
-//! bindgen's definition for this target, because their layout is bindgen's to get right and the
-//! writer emits them unchanged.
+//! code; no syntax tree, so it compares by value and may cross threads. Functions are data (C
+//! names, ABI symbol and version, per-thread variant, parameters and return type as [`CType`]).
+//! Types keep bindgen's definition for this target as the text of its items, because their
+//! layout is bindgen's to get right and the writer emits them unchanged; what they define in C's
+//! terms is data too ([`Definitions`]), which the layout oracle, `diff` and the host-function
+//! analysis read.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Ctk;
 use crate::shared::TypeText;
+
+mod definitions;
+
+pub use definitions::{Definitions, Shape, spell};
 
 /// Which CUDA API a part of the model belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -27,6 +33,12 @@ impl Api {
         }
     }
 }
+
+// The model is plain data: it may cross threads (a syntax tree cannot).
+const _: () = {
+    const fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<Model>();
+};
 
 /// Everything generated for one target.
 #[derive(Clone, Debug)]
@@ -48,6 +60,8 @@ pub struct ApiModel {
     pub functions: Vec<Function>,
     /// The types, constants and their associated items, sorted by name.
     pub types: Vec<TypeDef>,
+    /// What the types define, as data.
+    pub definitions: Definitions,
     /// What the API's headers declare, read through libclang ([`Declared`]), to count against
     /// what the model holds.
     pub declared: Declared,
@@ -157,12 +171,20 @@ pub struct Param {
     pub ty: CType,
 }
 
-/// A type of a function's signature, as data: what bindgen spelled, in C's terms (a named type or
-/// a pointer to one), so that the model holds no syntax and compares by value.
+/// A type of a signature or a field, as data: what bindgen spelled, in C's terms, so that the
+/// model holds no syntax and compares by value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CType {
     /// A named type, by bindgen's path without spaces: `CUstream`, `::core::ffi::c_uint`, `usize`.
     Named(String),
+    /// A named type with type arguments: `__BindgenBitfieldUnit<[u8; 4usize]>`, and bindgen's
+    /// nullable function pointers, `::core::option::Option<unsafe extern "C" fn(..)>`.
+    Generic {
+        /// The path, as [`CType::Named`] spells it.
+        path: String,
+        /// The type arguments.
+        args: Vec<CType>,
+    },
     /// A pointer.
     Pointer {
         /// `*mut` rather than `*const`.
@@ -170,52 +192,91 @@ pub enum CType {
         /// The type pointed to.
         to: Box<CType>,
     },
-    /// Any other type (an array, a function pointer or a generic path, which no parameter of a
-    /// bound function has today), by its Rust tokens.
+    /// An array.
+    Array {
+        /// The element type.
+        of: Box<CType>,
+        /// The length, as bindgen spelled it (`16usize`).
+        len: String,
+    },
+    /// A function type (`unsafe extern "C" fn(..) -> ..`), by its Rust tokens.
+    Function(String),
+    /// Any other type, by its Rust tokens (none in the bindings of any pinned target).
     Other(String),
 }
 
 impl CType {
     /// The type bindgen spelled as `ty`.
     pub fn of(ty: &syn::Type) -> CType {
+        let tokens = || quote::ToTokens::to_token_stream(ty).to_string();
         match ty {
             syn::Type::Ptr(p) => CType::Pointer {
                 mutable: matches!(p.mutability, syn::PointerMutability::Mut(_)),
                 to: Box::new(CType::of(&p.elem)),
             },
-            syn::Type::Path(p)
-                if p.qself.is_none()
-                    && p.path
-                        .segments
-                        .iter()
-                        .all(|s| matches!(s.arguments, syn::PathArguments::None)) =>
-            {
-                let mut name = String::new();
+            syn::Type::Array(a) => CType::Array {
+                of: Box::new(CType::of(&a.elem)),
+                len: quote::ToTokens::to_token_stream(&a.len).to_string(),
+            },
+            syn::Type::FnPtr(_) => CType::Function(tokens()),
+            syn::Type::Path(p) if p.qself.is_none() => {
+                let segments = &p.path.segments;
+                let mut path = String::new();
                 if p.path.leading_colon.is_some() {
-                    name.push_str("::");
+                    path.push_str("::");
                 }
-                let segments: Vec<String> = p
-                    .path
-                    .segments
-                    .iter()
-                    .map(|s| s.ident.to_string())
-                    .collect();
-                name.push_str(&segments.join("::"));
-                CType::Named(name)
+                let idents: Vec<String> = segments.iter().map(|s| s.ident.to_string()).collect();
+                path.push_str(&idents.join("::"));
+                let plain = |s: &syn::PathSegment| matches!(s.arguments, syn::PathArguments::None);
+                let (Some(last), init) = (segments.last(), segments.iter().rev().skip(1)) else {
+                    return CType::Other(tokens());
+                };
+                if !init.into_iter().all(plain) {
+                    return CType::Other(tokens());
+                }
+                match &last.arguments {
+                    syn::PathArguments::None => CType::Named(path),
+                    syn::PathArguments::AngleBracketed(a) => {
+                        let args: Option<Vec<CType>> = a
+                            .args
+                            .iter()
+                            .map(|a| match a {
+                                syn::GenericArgument::Type(t) => Some(CType::of(t)),
+                                _ => None,
+                            })
+                            .collect();
+                        match args {
+                            Some(args) => CType::Generic { path, args },
+                            None => CType::Other(tokens()),
+                        }
+                    }
+                    syn::PathArguments::Parenthesized(_) => CType::Other(tokens()),
+                }
             }
-            other => CType::Other(quote::ToTokens::to_token_stream(other).to_string()),
+            _ => CType::Other(tokens()),
         }
     }
 
     /// Whether the type is or holds a function pointer, or names a type in `carriers` (see
-    /// [`host_function_types`]).
+    /// [`Definitions::host_function_types`]). A type the model cannot see into
+    /// ([`CType::Other`]) is taken to hold one.
     pub fn carries(&self, carriers: &BTreeSet<String>) -> bool {
+        let named = |path: &str| path.split("::").any(|s| carriers.contains(s));
         match self {
-            CType::Named(name) => name.split("::").any(|s| carriers.contains(s)),
-            CType::Pointer { to, .. } => to.carries(carriers),
-            CType::Other(tokens) => {
-                syn::parse_str::<syn::Type>(tokens).is_ok_and(|ty| carries(&ty, carriers))
+            CType::Named(path) => named(path),
+            CType::Generic { path, args } => {
+                named(path) || args.iter().any(|a| a.carries(carriers))
             }
+            CType::Pointer { to: of, .. } | CType::Array { of, .. } => of.carries(carriers),
+            CType::Function(_) | CType::Other(_) => true,
+        }
+    }
+
+    /// The last identifier of a named type's path (`CUcontext`, `__IncompleteArrayField`).
+    pub fn last_ident(&self) -> Option<&str> {
+        match self {
+            CType::Named(path) | CType::Generic { path, .. } => path.rsplit("::").next(),
+            _ => None,
         }
     }
 }
@@ -224,17 +285,24 @@ impl CType {
 impl std::fmt::Display for CType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CType::Named(name) | CType::Other(name) => f.write_str(name),
+            CType::Named(tokens) | CType::Function(tokens) | CType::Other(tokens) => {
+                f.write_str(tokens)
+            }
+            CType::Generic { path, args } => {
+                let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+                write!(f, "{path}<{}>", args.join(", "))
+            }
             CType::Pointer { mutable, to } => {
                 write!(f, "*{} {to}", if *mutable { "mut" } else { "const" })
             }
+            CType::Array { of, len } => write!(f, "[{of}; {len}]"),
         }
     }
 }
 
 impl Function {
     /// Whether any parameter carries a host function, given the names of the types that do
-    /// ([`host_function_types`]); such wrappers document the lifetime rule and must forward
+    /// ([`Definitions::host_function_types`]); such wrappers document the lifetime rule and must forward
     /// their arguments unchanged.
     pub fn takes_host_function(&self, carriers: &BTreeSet<String>) -> bool {
         self.params.iter().any(|p| p.ty.carries(carriers))
@@ -263,9 +331,9 @@ impl Model {
 }
 
 /// What the files written for the whole target list need of one target's model: for each API,
-/// every bound function (its ABI symbol, sorted) with its compatibility-table cell. Plain data:
-/// it crosses the worker threads of a regen (a [`Model`] holds syntax trees, which cannot), and
-/// is what the input cache keeps of targets a regen does not write ([`Summary::to_text`]).
+/// every bound function (its ABI symbol, sorted) with its compatibility-table cell, and its
+/// types' texts: what the all-target files are made from, and what the input cache keeps of
+/// targets a regen does not write ([`Summary::to_text`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Summary {
     /// The target.
@@ -420,6 +488,24 @@ impl Summary {
 }
 
 impl ApiModel {
+    /// The part of `api` holding `functions` and the types of bindgen's items, grouped by name
+    /// ([`TypeDef::group`]).
+    pub fn new(
+        api: Api,
+        functions: Vec<Function>,
+        types: BTreeMap<String, Vec<syn::Item>>,
+        declared: Declared,
+    ) -> ApiModel {
+        let (types, definitions) = TypeDef::group(types);
+        ApiModel {
+            api,
+            functions,
+            types,
+            definitions,
+            declared,
+        }
+    }
+
     /// Functions and types bound against what the headers declare.
     pub fn coverage(&self) -> Coverage {
         let bound: BTreeSet<&str> = self
@@ -432,28 +518,9 @@ impl ApiModel {
                     .chain(f.per_thread.as_ref().map(|p| p.symbol.as_str()))
             })
             .collect();
-        let defined: BTreeSet<String> = self
-            .types
-            .iter()
-            .flat_map(|t| &t.items)
-            .filter_map(|i| match i {
-                syn::Item::Struct(s) => Some(s.ident.to_string()),
-                syn::Item::Union(u) => Some(u.ident.to_string()),
-                syn::Item::Type(t) => Some(t.ident.to_string()),
-                syn::Item::Enum(e) => Some(e.ident.to_string()),
-                // bindgen's typedef of a newtype enum: `pub use self::CUctx_flags_enum as CUctx_flags;`
-                syn::Item::Use(u) => match &u.tree {
-                    syn::UseTree::Path(p) => match &*p.tree {
-                        syn::UseTree::Rename(r) => Some(r.rename.to_string()),
-                        _ => None,
-                    },
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect();
+        let defined = &self.definitions.shapes;
         let types_bound = defined
-            .iter()
+            .keys()
             .filter(|t| self.declared.types.contains(*t))
             .count();
         Coverage {
@@ -471,76 +538,66 @@ impl ApiModel {
         }
     }
 
-    /// The names of this API's types that carry a host function ([`host_function_types`]).
+    /// The names of this API's types that carry a host function
+    /// ([`Definitions::host_function_types`]).
     pub fn host_function_types(&self) -> BTreeSet<String> {
-        host_function_types(self.types.iter().flat_map(|t| &t.items))
+        self.definitions.host_function_types()
     }
 }
 
-/// The names of the types among `items` through which a caller's function pointer reaches CUDA:
-/// function-pointer aliases (`CUhostFn`, `cudaStreamCallback_t`), and every alias, struct or
-/// union that holds one of them, directly or through pointers, arrays and other such types
-/// (`CUDA_HOST_NODE_PARAMS_v2`, `cudaHostNodeParams`). Computed from the definitions, not from a
-/// list of names, so a new params struct of a new CTK is covered without anyone listing it.
-pub fn host_function_types<'a>(items: impl IntoIterator<Item = &'a syn::Item>) -> BTreeSet<String> {
-    // Each named type's component types: an alias's target, a struct's or union's fields.
-    let mut parts: Vec<(String, Vec<&syn::Type>)> = Vec::new();
-    for item in items {
-        match item {
-            syn::Item::Type(t) => parts.push((t.ident.to_string(), vec![&*t.ty])),
-            syn::Item::Struct(s) => parts.push((
-                s.ident.to_string(),
-                s.fields.iter().map(|f| &f.ty).collect(),
-            )),
-            syn::Item::Union(u) => parts.push((
-                u.ident.to_string(),
-                u.fields.named.iter().map(|f| &f.ty).collect(),
-            )),
-            _ => {}
-        }
-    }
-    let mut carriers = BTreeSet::new();
-    // A fixed point: each pass adds the types that hold a type found by the pass before.
-    loop {
-        let before = carriers.len();
-        for (name, tys) in &parts {
-            if !carriers.contains(name) && tys.iter().any(|t| carries(t, &carriers)) {
-                carriers.insert(name.clone());
-            }
-        }
-        if carriers.len() == before {
-            return carriers;
-        }
-    }
-}
-
-/// Whether `ty` is or holds a function pointer, or names a type in `carriers`.
-pub fn carries(ty: &syn::Type, carriers: &BTreeSet<String>) -> bool {
-    match ty {
-        syn::Type::FnPtr(_) => true,
-        syn::Type::Ptr(p) => carries(&p.elem, carriers),
-        syn::Type::Reference(r) => carries(&r.elem, carriers),
-        syn::Type::Array(a) => carries(&a.elem, carriers),
-        syn::Type::Paren(p) => carries(&p.elem, carriers),
-        syn::Type::Group(g) => carries(&g.elem, carriers),
-        syn::Type::Path(p) => p.path.segments.iter().any(|seg| {
-            carriers.contains(&seg.ident.to_string())
-                || match &seg.arguments {
-                    syn::PathArguments::AngleBracketed(args) => args.args.iter().any(
-                        |a| matches!(a, syn::GenericArgument::Type(t) if carries(t, carriers)),
-                    ),
-                    _ => false,
-                }
-        }),
-        _ => false,
-    }
-}
-
-/// One type or constant, with the items bindgen attached to it (impls, layout checks).
-#[derive(Clone, Debug)]
+/// One type or constant, with the items bindgen attached to it (impls, layout checks), as the
+/// text the writer emits.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypeDef {
-    /// The name the items are sorted by.
+    /// The name the items are grouped under ([`crate::reader::group_of`]).
     pub name: String,
-    /// bindgen's items for this name, in bindgen's order.
-    pub items: Vec<syn::Item>,
+    /// bindgen's items for this name, after the reader's repairs, printed as one line of Rust
+    /// tokens (their doc comments still the headers' Doxygen).
+    pub text: String,
+    /// The SHA-256 of the items' tokens without their doc attributes: what
+    /// [`crate::shared::decide`] compares across targets.
+    pub key: String,
+    /// The names of the API's other types that the items name, sorted.
+    pub uses: Vec<String>,
+}
+
+impl TypeDef {
+    /// The type definitions of bindgen's `items`, grouped by name, and what they define.
+    pub fn group(types: BTreeMap<String, Vec<syn::Item>>) -> (Vec<TypeDef>, Definitions) {
+        let definitions = Definitions::of(types.values().flatten());
+        let names: BTreeSet<&str> = types.keys().map(String::as_str).collect();
+        let defs = types
+            .iter()
+            .map(|(name, items)| {
+                let mut tokens = proc_macro2::TokenStream::new();
+                for item in items {
+                    quote::ToTokens::to_tokens(item, &mut tokens);
+                }
+                let text = tokens.to_string();
+                let tokens = crate::shared::without_docs(tokens);
+                let mut uses = BTreeSet::new();
+                crate::shared::idents(&tokens, &mut |ident| {
+                    if let Some(&used) = names.get(ident)
+                        && used != name
+                    {
+                        uses.insert(used.to_owned());
+                    }
+                });
+                TypeDef {
+                    name: name.clone(),
+                    text,
+                    key: crate::inputs::sha256_hex(tokens.to_string().as_bytes()),
+                    uses: uses.into_iter().collect(),
+                }
+            })
+            .collect();
+        (defs, definitions)
+    }
+
+    /// The items, parsed again: what the writer emits.
+    pub fn items(&self) -> Vec<syn::Item> {
+        syn::parse_file(&self.text)
+            .expect("a type's text is the tokens of bindgen's items")
+            .items
+    }
 }

@@ -15,7 +15,7 @@ use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
 use crate::layout::{self, LayoutError};
 use crate::manifest;
-use crate::model::{Api, ApiModel, Model, Summary, SummaryPart};
+use crate::model::{Api, ApiModel, Model, Summary, SummaryPart, TypeDef};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::shared::Shared;
 use crate::writer::{self, ParsedTemplates, TemplateError};
@@ -226,8 +226,7 @@ fn finish_target(
     Ok(vec![module, driver.file, runtime.file, layout, provenance])
 }
 
-/// What one generated target contributes to the crate, as plain data that crosses the worker
-/// threads of [`generate_crate`] (a [`Model`] holds syntax trees, which cannot).
+/// What one generated target contributes to the crate.
 #[derive(Debug)]
 pub struct TargetOutput {
     /// The target.
@@ -305,9 +304,9 @@ pub fn generate_crate(
 }
 
 /// How many APIs of targets [`generate_crate`] reads and writes at once: two per available
-/// core. Each API of a target is one job (its half of the model holds syntax trees, which stay on
-/// their thread), and jobs differ in size, so one per core left cores idle while the last jobs
-/// ran; two per core lets the system share the cores among them instead. With one job per target
+/// core. Each API of a target is one job, and jobs differ in size, so one per core left cores
+/// idle while the last jobs ran; two per core lets the system share the cores among them
+/// instead. With one job per target
 /// (before each API became one), `check` of three targets on two cores took 3.6-3.9 s instead of
 /// 4.3-4.7 s wall (three runs each, interleaved), in the same CPU time.
 pub fn default_threads() -> usize {
@@ -371,9 +370,7 @@ pub fn generate_crate_with(
     // listed target's summary is in, this thread decides which types the crate shares
     // (crate::shared: that needs every target's types), and each generated API's thread writes
     // its file with that decision; this thread then makes the target's other files from both.
-    // The two APIs of a target share nothing until then, so a one-target regen uses two cores:
-    // a target's model holds syntax trees, which cannot cross threads, but each half stays on
-    // the thread that read it.
+    // The two APIs of a target share nothing until then, so a one-target regen uses two cores.
     let halves: Vec<(usize, Api)> = (0..jobs.len())
         .flat_map(|i| [(i, Api::Driver), (i, Api::Runtime)])
         .collect();
@@ -655,7 +652,7 @@ fn audited(
         .types
         .iter()
         .filter(|t| shared.contains(&t.name))
-        .flat_map(|t| t.items.iter().cloned())
+        .flat_map(TypeDef::items)
         .collect();
     let mut violations = audit::forwarding_violations(&file, &common);
     violations.extend(audit::entry_point_violations(&file));

@@ -19,9 +19,7 @@ use quote::ToTokens;
 use crate::Ctk;
 use crate::allowlist::DenyList;
 use crate::history::History;
-use crate::model::{
-    Api, ApiModel, CType, Declared, Function, Model, Param, PerThreadVariant, TypeDef,
-};
+use crate::model::{Api, ApiModel, CType, Declared, Function, Model, Param, PerThreadVariant};
 
 mod fixup;
 mod scan;
@@ -356,15 +354,7 @@ pub fn read_api(
             .filter(|t| !t.starts_with("PFN_"))
             .collect(),
     };
-    Ok(ApiModel {
-        api,
-        functions,
-        types: types
-            .into_iter()
-            .map(|(name, items)| TypeDef { name, items })
-            .collect(),
-        declared,
-    })
+    Ok(ApiModel::new(api, functions, types, declared))
 }
 
 /// What the reader knows of one API's headers besides a declaration itself.
@@ -764,6 +754,6 @@ mod tests {
         );
         assert_eq!(canonical(&ty, &aliases, 0), "*mut ::core::ffi::c_void");
         let ty = of(syn::parse_quote!([A; 4]));
-        assert_eq!(canonical(&ty, &aliases, 0), "[A ; 4]");
+        assert_eq!(canonical(&ty, &aliases, 0), "[A; 4]");
     }
 }

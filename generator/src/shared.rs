@@ -21,7 +21,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proc_macro2::{TokenStream, TokenTree};
-use quote::ToTokens;
 
 use crate::model::{Api, ApiModel, Summary};
 
@@ -44,35 +43,18 @@ pub struct TypeText {
     pub uses: Vec<String>,
 }
 
-/// The types of `api`, as [`TypeText`]s in the model's order. Their keys and uses are made here,
-/// on the thread that read the target, from the tokens at hand, so that [`decide`] lexes none of
-/// the summaries' text again (doing so was a tenth of a one-target regen).
+/// The types of `api`, as [`TypeText`]s in the model's order (their keys and uses were made by
+/// the reader, on the thread that read the target, from the tokens at hand, so that [`decide`]
+/// lexes none of the summaries' text again).
 pub fn texts(api: &ApiModel) -> Vec<TypeText> {
-    let names: BTreeSet<&str> = api.types.iter().map(|t| t.name.as_str()).collect();
     api.types
         .iter()
-        .map(|t| {
-            let mut tokens = TokenStream::new();
-            for item in &t.items {
-                item.to_tokens(&mut tokens);
-            }
-            let text = tokens.to_string();
-            let tokens = without_docs(tokens);
-            let mut uses = BTreeSet::new();
-            idents(&tokens, &mut |ident| {
-                if let Some(&name) = names.get(ident)
-                    && name != t.name
-                {
-                    uses.insert(name.to_owned());
-                }
-            });
-            TypeText {
-                api: api.api,
-                name: t.name.clone(),
-                text,
-                key: crate::inputs::sha256_hex(tokens.to_string().as_bytes()),
-                uses: uses.into_iter().collect(),
-            }
+        .map(|t| TypeText {
+            api: api.api,
+            name: t.name.clone(),
+            text: t.text.clone(),
+            key: t.key.clone(),
+            uses: t.uses.clone(),
         })
         .collect()
 }
@@ -198,7 +180,7 @@ pub fn without_docs(tokens: TokenStream) -> TokenStream {
 }
 
 /// Calls `f` with every identifier of `tokens`, at every depth.
-fn idents(tokens: &TokenStream, f: &mut impl FnMut(&str)) {
+pub(crate) fn idents(tokens: &TokenStream, f: &mut impl FnMut(&str)) {
     for tt in tokens.clone() {
         match tt {
             TokenTree::Ident(i) => f(&i.to_string()),

@@ -12,7 +12,7 @@ use syn::visit_mut::{self, VisitMut};
 
 use crate::Ctk;
 use crate::doc::{self, Links};
-use crate::model::{Api, ApiModel, Function, Summary};
+use crate::model::{Api, ApiModel, Function, Summary, TypeDef};
 use crate::shared::Shared;
 
 /// The template files, read and checked: their text, which each generation parses again
@@ -212,7 +212,8 @@ pub fn write_api(
         text("__ALL__", all.join(", ")),
     ])?;
     // What the headers' comments may link to: every item this file emits.
-    let mut links = Links::of_items(api.types.iter().flat_map(|t| &t.items));
+    let types: Vec<Vec<syn::Item>> = api.types.iter().map(TypeDef::items).collect();
+    let mut links = Links::of_items(types.iter().flatten());
     for f in &api.functions {
         links.add_function(&f.name);
         for alias in &f.aliases {
@@ -220,16 +221,15 @@ pub fn write_api(
         }
     }
     let mut docs = ConvertDocs(&links);
-    for ty in &api.types {
+    for (ty, items) in api.types.iter().zip(types) {
         if shared.contains(&ty.name) {
-            for name in ty.items.iter().filter_map(item_name) {
+            for name in items.iter().filter_map(item_name) {
                 file.items
                     .push(syn::parse_quote!(pub use crate::common::#name;));
             }
             continue;
         }
-        for item in &ty.items {
-            let mut item = item.clone();
+        for mut item in items {
             docs.visit_item_mut(&mut item);
             file.items.push(item);
         }

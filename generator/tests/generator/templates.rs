@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use hostcb_generator::Ctk;
 use hostcb_generator::layout;
-use hostcb_generator::model::{Api, ApiModel, Model, Summary, TypeDef};
+use hostcb_generator::model::{Api, ApiModel, Model, Summary};
 use hostcb_generator::writer::{self, TemplateError, Templates};
 
 fn templates_dir() -> PathBuf {
@@ -30,14 +30,13 @@ fn edited(dir: &Path, name: &str, from: &str, to: &str) -> Templates {
 
 /// A made-up 13.0 target: a driver API with one struct, an empty runtime API.
 fn model() -> Model {
-    let api = |api, items: Vec<syn::Item>| ApiModel {
-        api,
-        functions: Vec::new(),
-        types: vec![TypeDef {
-            name: "t".to_owned(),
-            items,
-        }],
-        declared: Default::default(),
+    let api = |api, items: Vec<syn::Item>| {
+        ApiModel::new(
+            api,
+            Vec::new(),
+            [("t".to_owned(), items)].into(),
+            Default::default(),
+        )
     };
     Model {
         ctk: Ctk::new(13, 0),
