@@ -49,14 +49,21 @@ impl std::fmt::Display for Violation {
 }
 
 /// The wrappers in `file` that take a host function (directly or through a params struct).
-/// `common` holds the types the file re-exports from the crate's `common` module
-/// ([`crate::shared`]): a function-pointer type defined there is as much a carrier as one the
-/// file defines.
+/// `common` holds what the types the file re-exports from the crate's `common` module
+/// ([`crate::shared`]) define: a function-pointer type defined there is as much a carrier as one
+/// the file defines.
 pub fn host_function_wrappers<'a>(
     file: &'a syn::File,
-    common: &[syn::Item],
+    common: &Definitions,
 ) -> Vec<&'a syn::ItemFn> {
-    let carriers = Definitions::of(file.items.iter().chain(common)).host_function_types();
+    let mut defined = Definitions::of(&file.items);
+    for (name, shape) in &common.shapes {
+        defined
+            .shapes
+            .entry(name.clone())
+            .or_insert_with(|| shape.clone());
+    }
+    let carriers = defined.host_function_types();
     file.items
         .iter()
         .filter_map(|i| match i {
@@ -85,7 +92,7 @@ fn params(f: &syn::ItemFn) -> Vec<(String, &syn::Type)> {
 
 /// Checks every host-function wrapper in `file` (see the module documentation for the rules);
 /// `common` as for [`host_function_wrappers`].
-pub fn forwarding_violations(file: &syn::File, common: &[syn::Item]) -> Vec<Violation> {
+pub fn forwarding_violations(file: &syn::File, common: &Definitions) -> Vec<Violation> {
     let mut out = Vec::new();
     for f in host_function_wrappers(file, common) {
         let function = f.sig.ident.to_string();
@@ -413,7 +420,7 @@ mod tests {
     fn check(wrapper: &str) -> Vec<Violation> {
         forwarding_violations(
             &syn::parse_file(&format!("{TYPES}\n{wrapper}")).unwrap(),
-            &[],
+            &Definitions::default(),
         )
     }
 
@@ -555,30 +562,31 @@ mod tests {
             "{TYPES}\npub unsafe fn cuGraphAddHostNode(n: *mut u8, p: *const CUDA_HOST_NODE_PARAMS_v2) {{ keep(p); entry::cuGraphAddHostNode.function()(n, p) }}\npub unsafe fn cuInit(flags: u32) {{ g() }}"
         ))
         .unwrap();
-        let audited: Vec<String> = host_function_wrappers(&file, &[])
+        let none = Definitions::default();
+        let audited: Vec<String> = host_function_wrappers(&file, &none)
             .iter()
             .map(|f| f.sig.ident.to_string())
             .collect();
         assert_eq!(audited, ["cuGraphAddHostNode"]);
-        assert!(!forwarding_violations(&file, &[]).is_empty());
+        assert!(!forwarding_violations(&file, &none).is_empty());
     }
 
     #[test]
     fn host_functions_of_types_the_file_re_exports_are_found_too() {
         // The types live in the crate's `common` module; the file only re-exports them.
-        let common = syn::parse_file(TYPES).unwrap().items;
+        let common = Definitions::of(&syn::parse_file(TYPES).unwrap().items);
         let file = syn::parse_file(
             "pub use crate::common::CUhostFn;\npub unsafe fn cuLaunchHostFunc(s: *mut u8, f: CUhostFn, d: *mut u8) { keep(f); entry::cuLaunchHostFunc.function()(s, f, d) }",
         )
         .unwrap();
-        let names = |common: &[syn::Item]| -> Vec<String> {
+        let names = |common: &Definitions| -> Vec<String> {
             host_function_wrappers(&file, common)
                 .iter()
                 .map(|f| f.sig.ident.to_string())
                 .collect()
         };
         assert!(
-            names(&[]).is_empty(),
+            names(&Definitions::default()).is_empty(),
             "without the common types there is no carrier"
         );
         assert_eq!(names(&common), ["cuLaunchHostFunc"]);

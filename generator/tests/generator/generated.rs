@@ -29,6 +29,7 @@ fn every_committed_host_function_wrapper_forwards_its_arguments_unchanged() {
     let common =
         std::fs::read_to_string(&common).unwrap_or_else(|e| panic!("{}: {e}", common.display()));
     let common = syn::parse_file(&common).expect("common.rs parses").items;
+    let common = hostcb_generator::model::Definitions::of(&common);
     for &ctk in &listed {
         for api in ["driver", "runtime"] {
             let (path, file) = committed(ctk, api);
