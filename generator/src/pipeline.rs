@@ -95,13 +95,11 @@ pub fn read_model(config: &Config, ctk: Ctk, opts: &Options) -> Result<Model, Ge
 
 /// Reads one target's headers, from inputs already gathered, into its model.
 fn model_from(config: &Config, inputs: &Inputs) -> Result<Model, GenerateError> {
-    inputs.libclang.activate()?;
-    Ok(reader::read(
-        &header_set(inputs),
-        &config.driver_list,
-        &config.runtime_list,
-        histories(inputs),
-    )?)
+    Ok(Model {
+        ctk: inputs.headers.ctk,
+        driver: api_model_from(config, inputs, Api::Driver)?,
+        runtime: api_model_from(config, inputs, Api::Runtime)?,
+    })
 }
 
 /// Reads one API of one target's headers, from inputs already gathered.

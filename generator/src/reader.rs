@@ -19,7 +19,7 @@ use quote::ToTokens;
 use crate::Ctk;
 use crate::allowlist::DenyList;
 use crate::history::History;
-use crate::model::{Api, ApiModel, CType, Declared, Function, Model, Param, PerThreadVariant};
+use crate::model::{Api, ApiModel, CType, Declared, Function, Param, PerThreadVariant};
 
 mod fixup;
 mod scan;
@@ -110,24 +110,6 @@ pub struct Histories<'a> {
     pub runtime: &'a History,
     /// Where a driver function's minimum driver comes from, where newer than its ABI version.
     pub driver: &'a History,
-}
-
-/// Reads both APIs of one target into a model; each runtime function's version is the first
-/// target of the runtime history that declares it, and each driver function's minimum driver
-/// the first of the driver history that declares its ABI, where newer than that ABI's number.
-pub fn read(
-    headers: &HeaderSet,
-    driver: &DenyList,
-    runtime: &DenyList,
-    history: Histories<'_>,
-) -> Result<Model, ReadError> {
-    let driver = read_api(headers, Api::Driver, driver, history)?;
-    let runtime = read_api(headers, Api::Runtime, runtime, history)?;
-    Ok(Model {
-        ctk: headers.ctk,
-        driver,
-        runtime,
-    })
 }
 
 /// Runs bindgen once, as the reader does, and returns its output text. Used to measure the
@@ -242,7 +224,10 @@ fn run_bindgen(builder: bindgen::Builder, ctk: Ctk, api: Api) -> Result<String, 
     Ok(bindings.to_string())
 }
 
-/// Reads one API of one target into its part of the model (see [`read`]).
+/// Reads one API of one target into its part of the model: each runtime function's version is
+/// the first target of the runtime history that declares it, and each driver function's minimum
+/// driver the first of the driver history that declares its ABI, where newer than that ABI's
+/// number.
 pub fn read_api(
     headers: &HeaderSet,
     api: Api,
