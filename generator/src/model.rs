@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Ctk;
-use crate::shared::TypeText;
 
 mod definitions;
 
@@ -344,7 +343,7 @@ pub struct Summary {
     pub runtime: Vec<(String, String)>,
     /// The types of both APIs, the driver's first, each in the model's order: what
     /// [`crate::shared::decide`] compares across the targets.
-    pub types: Vec<TypeText>,
+    pub types: Vec<TypeDef>,
 }
 
 /// One API's part of a [`Summary`]: what the thread that read that API alone can tell.
@@ -353,7 +352,7 @@ pub struct SummaryPart {
     /// `(function, cell)`, sorted by function (see [`Summary::of`]).
     pub functions: Vec<(String, String)>,
     /// The API's types, in the model's order.
-    pub types: Vec<TypeText>,
+    pub types: Vec<TypeDef>,
 }
 
 impl SummaryPart {
@@ -373,7 +372,7 @@ impl SummaryPart {
         functions.sort();
         SummaryPart {
             functions,
-            types: crate::shared::texts(api),
+            types: api.types.clone(),
         }
     }
 }
@@ -413,7 +412,7 @@ impl Summary {
     /// The summary as text: a first line `hostcb summary <ctk>`, then one line
     /// `<api>\t<function>\t<cell>` per function, then one line
     /// `type\t<api>\t<name>\t<key>\t<uses, space-separated>\t<tokens>` per type (see
-    /// [`TypeText`]; printed tokens hold no tab or line break: those in literals are escaped).
+    /// [`TypeDef`]; printed tokens hold no tab or line break: those in literals are escaped).
     pub fn to_text(&self) -> String {
         let mut text = format!("hostcb summary {}\n", self.ctk);
         for api in [Api::Driver, Api::Runtime] {
@@ -460,7 +459,7 @@ impl Summary {
                 if name.is_empty() || text.contains('\t') {
                     return None;
                 }
-                summary.types.push(TypeText {
+                summary.types.push(TypeDef {
                     api: api_of(api)?,
                     name: name.to_owned(),
                     text: text.to_owned(),
@@ -496,7 +495,7 @@ impl ApiModel {
         types: BTreeMap<String, Vec<syn::Item>>,
         declared: Declared,
     ) -> ApiModel {
-        let (types, definitions) = TypeDef::group(types);
+        let (types, definitions) = TypeDef::group(api, types);
         ApiModel {
             api,
             functions,
@@ -549,6 +548,8 @@ impl ApiModel {
 /// text the writer emits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypeDef {
+    /// The API whose headers define it.
+    pub api: Api,
     /// The name the items are grouped under ([`crate::reader::group_of`]).
     pub name: String,
     /// bindgen's items for this name, after the reader's repairs, printed as one line of Rust
@@ -562,8 +563,9 @@ pub struct TypeDef {
 }
 
 impl TypeDef {
-    /// The type definitions of bindgen's `items`, grouped by name, and what they define.
-    pub fn group(types: BTreeMap<String, Vec<syn::Item>>) -> (Vec<TypeDef>, Definitions) {
+    /// The type definitions of bindgen's `items` for `api`, grouped by name, and what they
+    /// define.
+    pub fn group(api: Api, types: BTreeMap<String, Vec<syn::Item>>) -> (Vec<TypeDef>, Definitions) {
         let definitions = Definitions::of(types.values().flatten());
         let names: BTreeSet<&str> = types.keys().map(String::as_str).collect();
         let defs = types
@@ -584,6 +586,7 @@ impl TypeDef {
                     }
                 });
                 TypeDef {
+                    api,
                     name: name.clone(),
                     text,
                     key: crate::inputs::sha256_hex(tokens.to_string().as_bytes()),

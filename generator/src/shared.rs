@@ -22,49 +22,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proc_macro2::{TokenStream, TokenTree};
 
-use crate::model::{Api, ApiModel, Summary};
+use crate::model::{Api, Summary};
 
 /// The status types, which stay per target with everything they are made of.
 const PER_TARGET: [&str; 2] = ["CUresult", "cudaError_t"];
-
-/// One type of one API of a target, as the summary carries it: bindgen's items for the name,
-/// printed as one line of tokens (their doc comments still the headers' Doxygen).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TypeText {
-    /// The API whose headers define it.
-    pub api: Api,
-    /// The name the items are grouped under ([`crate::model::TypeDef::name`]).
-    pub name: String,
-    /// The items' tokens.
-    pub text: String,
-    /// The SHA-256 of the items' tokens without their doc attributes: what [`decide`] compares.
-    pub key: String,
-    /// The names of the API's other types that the items name, sorted.
-    pub uses: Vec<String>,
-}
-
-/// The types of `api`, as [`TypeText`]s in the model's order (their keys and uses were made by
-/// the reader, on the thread that read the target, from the tokens at hand, so that [`decide`]
-/// lexes none of the summaries' text again).
-pub fn texts(api: &ApiModel) -> Vec<TypeText> {
-    api.types
-        .iter()
-        .map(|t| TypeText {
-            api: api.api,
-            name: t.name.clone(),
-            text: t.text.clone(),
-            key: t.key.clone(),
-            uses: t.uses.clone(),
-        })
-        .collect()
-}
 
 /// What [`decide`] shares.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Shared {
     /// The shared names: each target's files re-export these instead of defining them.
     pub names: BTreeSet<String>,
-    /// The definition written once for each shared name (its tokens, as [`TypeText::text`]),
+    /// The definition written once for each shared name (its tokens, as [`crate::model::TypeDef::text`]),
     /// by name.
     pub definitions: BTreeMap<String, String>,
 }
