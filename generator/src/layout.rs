@@ -238,7 +238,7 @@ fn is_anonymous_type(name: &str, defs: &Defs) -> bool {
                     && [Some(ty), array_element(ty)]
                         .into_iter()
                         .flatten()
-                        .any(|t| path_ident(t).as_deref() == Some(name))
+                        .any(|t| t.last_ident() == Some(name))
             })
         })
 }
@@ -248,12 +248,7 @@ fn is_anonymous_type(name: &str, defs: &Defs) -> bool {
 fn is_anonymous_member(owner: &str, name: &str, ty: &CType) -> bool {
     numbered(name, "__bindgen_anon_")
         || ((name == "anon" || numbered(name, "anon"))
-            && path_ident(ty).as_deref() == Some(&format!("{owner}_{name}")))
-}
-
-/// The last identifier of a plain type path (`CUcontext`, `__IncompleteArrayField<u8>`).
-fn path_ident(ty: &CType) -> Option<String> {
-    ty.last_ident().map(str::to_owned)
+            && ty.last_ident() == Some(format!("{owner}_{name}").as_str()))
 }
 
 /// The element type of an array type, through nested arrays.
@@ -368,25 +363,25 @@ fn walk(
             out.push(FieldCheck {
                 rust: rust_path.clone(),
                 c: c_path.clone(),
-                sized: path_ident(ty).as_deref() != Some("__IncompleteArrayField"),
+                sized: ty.last_ident() != Some("__IncompleteArrayField"),
             });
         }
         if let Some(element) = array_element(ty)
-            && let Some(inner) = path_ident(element).filter(|n| is_anonymous_type(n, defs))
+            && let Some(inner) = element.last_ident().filter(|n| is_anonymous_type(n, defs))
         {
             plan.skipped.push(format!(
                 "the fields of `{inner}`, the anonymous element type of `{owner}::{name}` (Rust's `offset_of!` takes no index; the array is checked as a field)"
             ));
             continue;
         }
-        let Some(inner) = path_ident(ty).filter(|n| is_anonymous_type(n, defs)) else {
+        let Some(inner) = ty.last_ident().filter(|n| is_anonymous_type(n, defs)) else {
             continue;
         };
-        let Some((kind, inner_fields)) = defs.get(&inner) else {
+        let Some((kind, inner_fields)) = defs.get(inner) else {
             continue;
         };
-        plan.anonymous.push((inner.clone(), *kind));
-        walk(defs, &inner, inner_fields, &rust_path, &c_path, out, plan);
+        plan.anonymous.push((inner.to_owned(), *kind));
+        walk(defs, inner, inner_fields, &rust_path, &c_path, out, plan);
     }
 }
 

@@ -117,7 +117,8 @@ fn api_model_from(config: &Config, inputs: &Inputs, api: Api) -> Result<ApiModel
     )?)
 }
 
-fn header_set(inputs: &Inputs) -> HeaderSet {
+/// What bindgen reads of `inputs`: the headers' folders and libclang's arguments.
+pub fn header_set(inputs: &Inputs) -> HeaderSet {
     HeaderSet {
         ctk: inputs.headers.ctk,
         include_dirs: inputs.headers.include_dirs.clone(),
@@ -297,7 +298,8 @@ enum Job {
 /// each generated target as it is done. What regen writes and check compares.
 ///
 /// The targets are generated in parallel, [`default_threads`] worker threads (at most one per
-/// API of a target); the output does not depend on the number of threads or the order they finish in.
+/// API of a target); the output does not depend on the number of threads or the order they
+/// finish in.
 /// On failure the error of the first failing target, in the order of `ctks`, is returned.
 pub fn generate_crate(
     config: &Config,
@@ -312,9 +314,9 @@ pub fn generate_crate(
 /// How many APIs of targets [`generate_crate`] reads and writes at once: two per available
 /// core. Each API of a target is one job, and jobs differ in size, so one per core left cores
 /// idle while the last jobs ran; two per core lets the system share the cores among them
-/// instead. With one job per target
-/// (before each API became one), `check` of three targets on two cores took 3.6-3.9 s instead of
-/// 4.3-4.7 s wall (three runs each, interleaved), in the same CPU time.
+/// instead. With one job per target (before each API became one), `check` of three targets on
+/// two cores took 3.6-3.9 s instead of 4.3-4.7 s wall (three runs each, interleaved), in the
+/// same CPU time.
 pub fn default_threads() -> usize {
     2 * std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -288,17 +288,13 @@ struct Parse {
 }
 
 /// Gathers each target's inputs (their wheels cached by the warm-up) and builds the header sets
-/// the way `pipeline::generate_from` does.
+/// as the pipeline does.
 fn floor_inputs(ws: &Config) -> anyhow::Result<Vec<Parse>> {
     let mut parses = Vec::new();
     for &ctk in &ws.targets {
         let inputs = Inputs::gather(&ws.inputs, ctk, None)?;
         inputs.libclang.activate()?;
-        let headers = HeaderSet {
-            ctk,
-            include_dirs: inputs.headers.include_dirs.clone(),
-            clang_args: inputs.libclang.clang_args.clone(),
-        };
+        let headers = pipeline::header_set(&inputs);
         for (api, list) in [
             (Api::Driver, &ws.driver_list),
             (Api::Runtime, &ws.runtime_list),
