@@ -11,6 +11,7 @@ mod fixture;
 
 mod backport;
 mod bad_input;
+mod builds;
 mod cache_race;
 mod diff;
 mod docs;
