@@ -34,6 +34,38 @@ fn dependencies(args: &[&str]) -> BTreeSet<String> {
         .collect()
 }
 
+/// Each build compiles each dependency once: syn, asked for by the proc macros and by the
+/// generator with other features, was compiled twice by every build of the xtask (about 20 s of
+/// CPU), until the xtask and the gate asked for the generator's features on the proc macros' side.
+#[test]
+fn each_build_compiles_a_dependency_with_one_feature_set() {
+    for (build, args) in BUILDS {
+        let mut seen = BTreeSet::new();
+        let twice: Vec<String> = dependencies(args)
+            .into_iter()
+            .filter(|line| !seen.insert(line.split(' ').take(2).collect::<Vec<_>>().join(" ")))
+            .collect();
+        assert!(
+            twice.is_empty(),
+            "`{build}` compiles these dependencies twice, each time with other features (the \
+             proc macros' copy and the rest's): ask for one feature set on both sides: {twice:#?}"
+        );
+    }
+}
+
+/// The builds of `cargo xtask test` and of a contributor's loop, as `cargo tree` arguments.
+const BUILDS: [(&str, &[&str]); 3] = [
+    (
+        "cargo test --workspace --all-features --exclude hostcb-loom",
+        &["--workspace", "--all-features", "--exclude", "hostcb-loom"],
+    ),
+    ("cargo xtask", &["-p", "xtask", "-e", "normal,build"]),
+    (
+        "cargo test -p cuda-hostcb-safe",
+        &["-p", "cuda-hostcb-safe"],
+    ),
+];
+
 /// What the tests step of `cargo xtask test` builds (`xtask/src/ci.rs`): every dependency of
 /// the first build (`cargo xtask`, the xtask without its dev-dependencies) and of the edit loop
 /// (`cargo test -p cuda-hostcb-safe`, docs/testing.md) is one it has already compiled.
