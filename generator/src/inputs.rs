@@ -309,6 +309,48 @@ impl Fetcher {
     }
 }
 
+/// Downloads the wheels of `specs` that the cache of `config` lacks, [`PREFETCHED_AT_ONCE`] at a
+/// time, before a run reads its inputs one after the other. Each download is a pip run of about
+/// a second, mostly Python starting and the index answering, and an empty cache lacks nineteen
+/// wheels for the committed targets. A wheel the cache holds is left to the reader, which
+/// hash-checks it. Nothing here is an error: once a download fails no other starts, and the run
+/// that reads the wheels in order meets the failure where a serial run does, and says it as one
+/// does (a full disk, say, fails whichever downloads ran at once; the run then downloads alone).
+pub fn prefetch(config: &InputConfig, specs: &[String]) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let wheels = config.cache.join("wheels");
+    let mut missing: Vec<&LockEntry> = Vec::new();
+    for spec in specs {
+        if let Ok(entry) = config.lock.get(spec)
+            && !missing.iter().any(|m| m.file == entry.file)
+            && std::fs::symlink_metadata(wheels.join(&entry.file)).is_err()
+        {
+            missing.push(entry);
+        }
+    }
+    if missing.len() < 2 {
+        return;
+    }
+    let (pip, next, failed) = (Pip::default(), AtomicUsize::new(0), AtomicBool::new(false));
+    std::thread::scope(|scope| {
+        for _ in 0..PREFETCHED_AT_ONCE.min(missing.len()) {
+            scope.spawn(|| {
+                while !failed.load(Ordering::Relaxed) {
+                    let Some(entry) = missing.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        break;
+                    };
+                    if wheel::ensure(entry, &pip, &wheels).is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// How many pip runs [`prefetch`] keeps going at once.
+pub const PREFETCHED_AT_ONCE: usize = 4;
+
 /// The pinned headers of `ctk`: their wheels fetched with pip (or reused) under the cache of
 /// `config` and checked against its lock, the headers unpacked into a temporary folder and
 /// checked.

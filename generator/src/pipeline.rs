@@ -349,6 +349,21 @@ pub fn generate_crate_with(
             None => jobs.push(Job::Summarise(ctk)),
         }
     }
+    // The wheels the cache lacks are downloaded first, a few at once (a pip run each); the
+    // gathering below then finds them cached, or meets a failed one as a serial run does.
+    let mut specs = Vec::new();
+    for (n, job) in jobs.iter().enumerate() {
+        let (ctk, pinned) = match *job {
+            Job::Generate(ctk) => (ctk, opts.cuda_home.is_none()),
+            Job::Summarise(ctk) => (ctk, true),
+        };
+        let read = config.inputs.lock.specs_read_by(ctk).unwrap_or_default();
+        specs.extend(read.into_iter().skip(if pinned { 0 } else { 2 }));
+        if n == 0 && config.inputs.libclang_path.is_none() {
+            specs.push(crate::inputs::LIBCLANG_SPEC.to_owned());
+        }
+    }
+    crate::inputs::prefetch(&config.inputs, &specs);
     // Every job's inputs are gathered here first, one after the other in job order (downloads,
     // unpacking and their errors come as a serial run gives them; libclang is checked with the
     // first job's and taken from it by the others), and libclang is loaded on this thread before
