@@ -453,15 +453,18 @@ fn a_regen_stopped_while_writing_leaves_whole_files_that_check_names_and_regen_r
             }
         }
 
-        succeeds(&mut xtask(round.copy.path(), &["regen", "--ctk", &ctk]));
-        let repaired = files_under(&root);
         let mut expected = round.before.clone();
         for (rel, [_, new]) in &round.files {
             expected.insert(rel.clone(), new.clone());
         }
+        // A tree the run left whole (every file new, no staged copy) has nothing to repair.
+        if !(old.is_empty() && temporaries.is_empty()) {
+            succeeds(&mut xtask(round.copy.path(), &["regen", "--ctk", &ctk]));
+        }
+        let repaired = files_under(&root);
         assert!(
             repaired == expected,
-            "{when}: the next regen did not make the tree new: {:?}",
+            "{when}: the tree is not new (after a repairing regen where one was needed): {:?}",
             crate::fixture::changed(&expected, &repaired)
         );
     };
