@@ -41,24 +41,20 @@ const FORMATS: &[u64] = &[57];
 struct Listed {
     package: &'static str,
     lib: &'static str,
-    features: &'static [&'static str],
 }
 
 const LISTED: &[Listed] = &[
     Listed {
         package: "cuda-hostcb",
         lib: "cuda_hostcb",
-        features: &["--all-features"],
     },
     Listed {
         package: "cuda-hostcb-safe",
         lib: "cuda_hostcb_safe",
-        features: &["--all-features"],
     },
     Listed {
         package: "hostcb-seal",
         lib: "hostcb_seal",
-        features: &[],
     },
 ];
 
@@ -68,9 +64,10 @@ pub const API_DIR: &str = "api";
 pub fn run(root: &Path, bless: bool) -> anyhow::Result<()> {
     let version = workspace_version(root)?;
     let target_dir = root.join("target/xtask-api");
+    build_rustdoc_json(root, &target_dir)?;
     let mut failures = Vec::new();
     for listed in LISTED {
-        let json = rustdoc_json(root, &target_dir, listed)?;
+        let json = read_rustdoc_json(&target_dir, listed)?;
         let lines = listing(&json, listed.lib)?;
         let path = root.join(API_DIR).join(format!("{}.txt", listed.package));
         if bless {
@@ -202,12 +199,14 @@ fn workspace_version(root: &Path) -> anyhow::Result<String> {
         .context("[workspace.package] of Cargo.toml has no version")
 }
 
-/// Builds the crate's rustdoc JSON and reads it.
-fn rustdoc_json(root: &Path, target_dir: &Path, listed: &Listed) -> anyhow::Result<Value> {
+/// Builds the rustdoc JSON of every listed crate, with all its features (hostcb-seal has none),
+/// in one cargo run: each crate's docs beside the check of another's (cuda-hostcb's, which the
+/// safe layer's docs need), not one after the other.
+fn build_rustdoc_json(root: &Path, target_dir: &Path) -> anyhow::Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
-        .args(["doc", "--no-deps", "--quiet", "-p", listed.package])
-        .args(listed.features)
+        .args(["doc", "--no-deps", "--quiet", "--all-features"])
+        .args(LISTED.iter().flat_map(|l| ["-p", l.package]))
         .arg("--target-dir")
         .arg(target_dir)
         .env("RUSTC_BOOTSTRAP", "1")
@@ -215,11 +214,13 @@ fn rustdoc_json(root: &Path, target_dir: &Path, listed: &Listed) -> anyhow::Resu
         .current_dir(root)
         .status()?;
     if !status.success() {
-        bail!(
-            "cargo doc of {} with JSON output failed ({status})",
-            listed.package
-        );
+        bail!("cargo doc of the listed crates with JSON output failed ({status})");
     }
+    Ok(())
+}
+
+/// Reads the rustdoc JSON of a listed crate that [`build_rustdoc_json`] built.
+fn read_rustdoc_json(target_dir: &Path, listed: &Listed) -> anyhow::Result<Value> {
     let path = target_dir.join(format!("doc/{}.json", listed.lib));
     let json: Value = serde_json::from_slice(&std::fs::read(&path)?)
         .with_context(|| format!("{} is not JSON", path.display()))?;
