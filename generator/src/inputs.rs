@@ -311,8 +311,8 @@ impl Fetcher {
 
 /// Downloads the wheels of `specs` that the cache of `config` lacks, [`PREFETCHED_AT_ONCE`] at a
 /// time, before a run reads its inputs one after the other. Each download is a pip run of about
-/// a second, mostly Python starting and the index answering, and an empty cache lacks nineteen
-/// wheels for the committed targets. A wheel the cache holds is left to the reader, which
+/// a second, mostly Python starting and the index answering, and generating 12.9 alone reads ten
+/// wheels and libclang's. A wheel the cache holds is left to the reader, which
 /// hash-checks it. Nothing here is an error: once a download fails no other starts, and the run
 /// that reads the wheels in order meets the failure where a serial run does, and says it as one
 /// does (a full disk, say, fails whichever downloads ran at once; the run then downloads alone).

@@ -352,16 +352,18 @@ pub fn generate_crate_with(
     // The wheels the cache lacks are downloaded first, a few at once (a pip run each); the
     // gathering below then finds them cached, or meets a failed one as a serial run does.
     let mut specs = Vec::new();
-    for (n, job) in jobs.iter().enumerate() {
+    if config.inputs.libclang_path.is_none() {
+        specs.push(crate::inputs::LIBCLANG_SPEC.to_owned());
+    }
+    for job in &jobs {
         let (ctk, pinned) = match *job {
             Job::Generate(ctk) => (ctk, opts.cuda_home.is_none()),
             Job::Summarise(ctk) => (ctk, true),
         };
+        // Its two header wheels (unless the headers come from a local toolkit), then the older
+        // runtime headers of its history.
         let read = config.inputs.lock.specs_read_by(ctk).unwrap_or_default();
         specs.extend(read.into_iter().skip(if pinned { 0 } else { 2 }));
-        if n == 0 && config.inputs.libclang_path.is_none() {
-            specs.push(crate::inputs::LIBCLANG_SPEC.to_owned());
-        }
     }
     crate::inputs::prefetch(&config.inputs, &specs);
     // Every job's inputs are gathered here first, one after the other in job order (downloads,
