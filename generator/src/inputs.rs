@@ -82,33 +82,77 @@ impl Inputs {
         ctk: Ctk,
         cuda_home: Option<&Path>,
     ) -> Result<Self, InputError> {
-        Inputs::gather_with(config, ctk, cuda_home, None)
+        let mut all = Inputs::gather_all(config, &[(ctk, cuda_home)])?;
+        Ok(all.remove(0))
     }
 
-    /// [`Inputs::gather`], with the libclang that an earlier target of the same run gathered
-    /// when there is one: clang-sys loads one library per process, so once that one is checked
-    /// (and loaded) a second check of its 61 MB could not change what bindgen runs.
-    pub fn gather_with(
+    /// [`Inputs::gather`] for each `(ctk, cuda_home)` of `asked`, with one libclang for all
+    /// (clang-sys loads one library per process, so one check of its 61 MB is enough). The wheels
+    /// the cache lacks are downloaded first, a few at once ([`prefetch`]). When the cache then
+    /// holds every wheel, each target's headers and histories and the libclang are gathered on
+    /// threads of their own (mostly hashing: about 0.1 s for 12.9); when it does not, one after
+    /// the other, so that downloads and their errors (a full disk, an unreachable index) come as
+    /// a serial run gives them. Either way the error returned is the one a serial run meets
+    /// first: the first target's headers and histories, libclang, then each other target's.
+    pub fn gather_all(
         config: &InputConfig,
-        ctk: Ctk,
-        cuda_home: Option<&Path>,
-        gathered: Option<&Libclang>,
-    ) -> Result<Self, InputError> {
-        let headers = match cuda_home {
-            Some(dir) => local_headers(ctk, dir)?,
-            None => pinned_headers(config, ctk)?,
+        asked: &[(Ctk, Option<&Path>)],
+    ) -> Result<Vec<Self>, InputError> {
+        let Some((head, tail)) = asked.split_first() else {
+            return Ok(Vec::new());
         };
-        let (runtime_history, driver_history, history_source) = histories(config, &headers)?;
-        Ok(Inputs {
-            headers,
-            runtime_history,
-            driver_history,
-            history_source,
-            libclang: match gathered {
-                Some(libclang) => libclang.clone(),
-                None => libclang(config)?,
-            },
-        })
+        let mut specs = Vec::new();
+        if config.libclang_path.is_none() {
+            specs.push(LIBCLANG_SPEC.to_owned());
+        }
+        for &(ctk, cuda_home) in asked {
+            // Its two header wheels (unless the headers come from a local toolkit), then the
+            // older runtime headers of its history.
+            let read = config.lock.specs_read_by(ctk).unwrap_or_default();
+            let skip = if cuda_home.is_none() { 0 } else { 2 };
+            specs.extend(read.into_iter().skip(skip));
+        }
+        // A target's own part: its headers, and their histories.
+        let part = |&(ctk, cuda_home): &(Ctk, Option<&Path>)| {
+            let headers = match cuda_home {
+                Some(dir) => local_headers(ctk, dir)?,
+                None => pinned_headers(config, ctk)?,
+            };
+            Ok::<_, InputError>((histories(config, &headers)?, headers))
+        };
+        let (head, clang, tail) = if prefetch(config, &specs) {
+            std::thread::scope(|scope| {
+                let clang = scope.spawn(|| libclang(config));
+                let tail: Vec<_> = (tail.iter())
+                    .map(|asked| scope.spawn(move || part(asked)))
+                    .collect();
+                let head = part(head);
+                let joined = |h: std::thread::ScopedJoinHandle<_>| h.join().expect("no panic");
+                let tail: Vec<_> = tail.into_iter().map(joined).collect();
+                (head, clang.join().expect("no panic"), tail)
+            })
+        } else {
+            let head = part(head)?;
+            let clang = libclang(config)?;
+            let mut parts = Vec::new();
+            for asked in tail {
+                parts.push(Ok(part(asked)?));
+            }
+            (Ok(head), Ok(clang), parts)
+        };
+        let (head, clang) = (head?, clang?);
+        let mut all = Vec::with_capacity(asked.len());
+        for part in std::iter::once(Ok(head)).chain(tail) {
+            let ((runtime_history, driver_history, history_source), headers) = part?;
+            all.push(Inputs {
+                headers,
+                runtime_history,
+                driver_history,
+                history_source,
+                libclang: clang.clone(),
+            });
+        }
+        Ok(all)
     }
 
     /// Every provenance line: the headers, the older runtime headers, libclang.
@@ -310,13 +354,14 @@ impl Fetcher {
 }
 
 /// Downloads the wheels of `specs` that the cache of `config` lacks, [`PREFETCHED_AT_ONCE`] at a
-/// time, before a run reads its inputs one after the other. Each download is a pip run of about
-/// a second, mostly Python starting and the index answering, and generating 12.9 alone reads ten
-/// wheels and libclang's. A wheel the cache holds is left to the reader, which
-/// hash-checks it. Nothing here is an error: once a download fails no other starts, and the run
-/// that reads the wheels in order meets the failure where a serial run does, and says it as one
-/// does (a full disk, say, fails whichever downloads ran at once; the run then downloads alone).
-pub fn prefetch(config: &InputConfig, specs: &[String]) {
+/// time, before a run reads its inputs, and says whether the cache now holds every one. Each
+/// download is a pip run of about a second, mostly Python starting and the index answering, and
+/// generating 12.9 alone reads ten wheels and libclang's. A wheel the cache holds is left to the
+/// reader, which hash-checks it. Nothing here is an error: once a download fails no other
+/// starts, and the reader, going one wheel after the other, meets the failure where a serial run
+/// does, and says it as one does (a full disk, say, fails whichever downloads ran at once; the
+/// run then downloads alone). One missing wheel is left to the reader too.
+fn prefetch(config: &InputConfig, specs: &[String]) -> bool {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let wheels = config.cache.join("wheels");
     let mut missing: Vec<&LockEntry> = Vec::new();
@@ -328,8 +373,10 @@ pub fn prefetch(config: &InputConfig, specs: &[String]) {
             missing.push(entry);
         }
     }
-    if missing.len() < 2 {
-        return;
+    match missing.len() {
+        0 => return true,
+        1 => return false,
+        _ => {}
     }
     let (pip, next, failed) = (Pip::default(), AtomicUsize::new(0), AtomicBool::new(false));
     std::thread::scope(|scope| {
@@ -346,6 +393,7 @@ pub fn prefetch(config: &InputConfig, specs: &[String]) {
             });
         }
     });
+    !failed.into_inner()
 }
 
 /// How many pip runs [`prefetch`] keeps going at once.

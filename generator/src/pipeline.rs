@@ -349,43 +349,17 @@ pub fn generate_crate_with(
             None => jobs.push(Job::Summarise(ctk)),
         }
     }
-    // The wheels the cache lacks are downloaded first, a few at once (a pip run each); the
-    // gathering below then finds them cached, or meets a failed one as a serial run does.
-    let mut specs = Vec::new();
-    if config.inputs.libclang_path.is_none() {
-        specs.push(crate::inputs::LIBCLANG_SPEC.to_owned());
-    }
-    for job in &jobs {
-        let (ctk, pinned) = match *job {
-            Job::Generate(ctk) => (ctk, opts.cuda_home.is_none()),
-            Job::Summarise(ctk) => (ctk, true),
-        };
-        // Its two header wheels (unless the headers come from a local toolkit), then the older
-        // runtime headers of its history.
-        let read = config.inputs.lock.specs_read_by(ctk).unwrap_or_default();
-        specs.extend(read.into_iter().skip(if pinned { 0 } else { 2 }));
-    }
-    crate::inputs::prefetch(&config.inputs, &specs);
-    // Every job's inputs are gathered here first, one after the other in job order (downloads,
-    // unpacking and their errors come as a serial run gives them; libclang is checked with the
-    // first job's and taken from it by the others), and libclang is loaded on this thread before
-    // any worker starts: loading it names the file through the process environment for a moment,
-    // which must not happen while a worker's clang reads its environment. The workers then find
-    // it loaded.
-    let mut inputs: Vec<Inputs> = Vec::with_capacity(jobs.len());
-    for job in &jobs {
-        let (ctk, cuda_home) = match *job {
+    // Every job's inputs are gathered here first (see Inputs::gather_all for the order their
+    // errors come in), and libclang is loaded on this thread before any worker starts: loading
+    // it names the file through the process environment for a moment, which must not happen
+    // while a worker's clang reads its environment. The workers then find it loaded.
+    let asked: Vec<(Ctk, Option<&Path>)> = (jobs.iter())
+        .map(|job| match *job {
             Job::Generate(ctk) => (ctk, opts.cuda_home.as_deref()),
             Job::Summarise(ctk) => (ctk, None),
-        };
-        let gathered = inputs.first().map(|first| first.libclang.clone());
-        inputs.push(Inputs::gather_with(
-            &config.inputs,
-            ctk,
-            cuda_home,
-            gathered.as_ref(),
-        )?);
-    }
+        })
+        .collect();
+    let inputs = Inputs::gather_all(&config.inputs, &asked)?;
     if let Some(first) = inputs.first() {
         first.libclang.activate()?;
     }
