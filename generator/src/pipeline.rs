@@ -378,7 +378,7 @@ pub fn generate_crate_with(
     let mut reported: Vec<Option<Reported>> = jobs.iter().map(|_| None).collect();
     let mut written: Vec<Option<Result<TargetOutput, GenerateError>>> =
         jobs.iter().map(|_| None).collect();
-    let mut shared = Shared::none();
+    let mut crate_wide = None;
     let templates = config.templates.parse();
     let generator = RecordedGenerator::this(config.templates.sha256());
     std::thread::scope(|scope| {
@@ -464,15 +464,14 @@ pub fn generate_crate_with(
                         .find(|s| s.ctk == *ctk)
                 })
                 .collect();
-            shared = crate::shared::decide(&all);
+            let shared = crate::shared::decide(&all);
+            decision.set(Some(shared.names.clone()));
+            // The files of the whole list need only the summaries: this thread makes them while
+            // the APIs' threads write theirs.
+            crate_wide = Some(crate_files(config, &all, &shared, &templates, &generator));
+        } else {
+            decision.set(None);
         }
-        decision.set(
-            reported
-                .iter()
-                .flatten()
-                .all(Result::is_ok)
-                .then(|| shared.names.clone()),
-        );
         type Half = Result<(WrittenApi, Duration), GenerateError>;
         let mut halves_written: Vec<[Option<Half>; 2]> =
             jobs.iter().map(|_| [None, None]).collect();
@@ -529,35 +528,37 @@ pub fn generate_crate_with(
     for output in written.into_iter().flatten() {
         generated.push(output?);
     }
-    let summaries: Vec<&Summary> = config
-        .targets
-        .iter()
-        .filter_map(|ctk| {
-            generated
-                .iter()
-                .map(|g| &g.summary)
-                .chain(&summarised)
-                .find(|s| s.ctk == *ctk)
-        })
-        .collect();
-    let templates = config.templates.parse();
-    let module_list = filled(
-        Path::new(emit::BINDINGS_MOD),
-        writer::write_bindings_mod(&summaries, &templates),
-    )?;
-    let common = writer::write_common(&shared, &templates);
     let mut files: Vec<GeneratedFile> = generated.iter().flat_map(|g| g.files.clone()).collect();
-    let generator = RecordedGenerator::this(config.templates.sha256());
-    for (path, file) in [(emit::BINDINGS_MOD, &module_list), (emit::COMMON, &common)] {
-        files.push(render::rust_file(&generator, None, path.into(), file)?);
-    }
-    files.push(manifest::for_targets(&config.out, &config.targets)?);
+    files.extend(crate_wide.expect("made once every job reported")?);
     Ok(CrateOutput {
         complete: config.targets.iter().all(|c| ctks.contains(c)),
         generated,
         files,
         warnings,
     })
+}
+
+/// The files that depend on the whole target list, from every listed target's summary (in the
+/// list's order) and the shared types: `src/bindings/mod.rs`, `src/bindings/common.rs` and the
+/// generated features of `Cargo.toml`.
+fn crate_files(
+    config: &Config,
+    summaries: &[&Summary],
+    shared: &Shared,
+    templates: &ParsedTemplates,
+    generator: &RecordedGenerator,
+) -> Result<Vec<GeneratedFile>, GenerateError> {
+    let module_list = filled(
+        Path::new(emit::BINDINGS_MOD),
+        writer::write_bindings_mod(summaries, templates),
+    )?;
+    let common = writer::write_common(shared, templates);
+    let mut files = Vec::new();
+    for (path, file) in [(emit::BINDINGS_MOD, &module_list), (emit::COMMON, &common)] {
+        files.push(render::rust_file(generator, None, path.into(), file)?);
+    }
+    files.push(manifest::for_targets(&config.out, &config.targets)?);
+    Ok(files)
 }
 
 /// A job's summary and the warnings of its caching, or why it has none.
