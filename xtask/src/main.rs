@@ -36,6 +36,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// mimalloc instead of glibc's allocator: regen and check allocate and free syntax trees, token
+/// streams and strings on several threads at once, and glibc's malloc and free were about a fifth
+/// of their samples. Interleaved against the system allocator, 2 cores: `check` 1.77 s median
+/// wall against 1.97 and 3.0 s of CPU against 3.3 (six runs each), `regen --ctk 12.9` 0.77 s
+/// against 0.84 (ten), for 7% more peak memory (389 MB against 363 for `check`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::bail;
 use clap::{Parser, Subcommand};
 use hostcb_generator::Ctk;
