@@ -517,11 +517,10 @@ pub fn generate_crate_with(
         }
     });
     // Every job ran unless one failed, and then its error is among the results.
-    let (mut generated, mut summarised, mut warnings) = (Vec::new(), cached, ignored);
+    let (mut generated, mut warnings) = (Vec::new(), ignored);
     for (job, made) in jobs.iter().zip(reported) {
-        let (summary, more) = made.expect("every job reported")?;
+        let (_, more) = made.expect("every job reported")?;
         if let Job::Summarise(_) = job {
-            summarised.push(summary);
             warnings.extend(more);
         }
     }
