@@ -6,7 +6,7 @@
 //! other, not with C) passes them. This module asks a second compiler: from the model's types it
 //! writes a C program that includes the same pinned headers (as the reader does: `cuda.h` with
 //! `cudaTypedefs.h`; `cuda_runtime_api.h` with `CUDA_API_PER_THREAD_DEFAULT_STREAM`), compiles it
-//! with gcc, runs it, and reads back, for each type, `sizeof` and `_Alignof`, and for each field
+//! to assembly with gcc (nothing is linked or run), and reads from the assembly, for each type, `sizeof` and `_Alignof`, and for each field
 //! its `offsetof` and `sizeof`. [`target_file`] turns those numbers into the values of the sealed,
 //! per-target `layout.rs` (`templates/layout.rs`): a `#[cfg(test)]` module holding each C number beside the Rust expression
 //! (`size_of`, `align_of`, `offset_of!`) that must equal it, and one `#[test]` per API that
@@ -86,16 +86,16 @@ pub enum LayoutError {
         /// gcc's first error line, or the exit status.
         message: String,
     },
-    /// The program's output is not the numbers it was written to print.
+    /// gcc's assembly of the program does not hold the numbers it was written to hold.
     #[error(
-        "the layout oracle of CTK {ctk} ({api}) printed {got} numbers, not the {want} it computes (nothing was written)"
+        "the layout oracle of CTK {ctk} ({api}) read {got} numbers from gcc's assembly, not the {want} it asked for (nothing was written)"
     )]
     Output {
         /// The target.
         ctk: Ctk,
         /// `driver` or `runtime`.
         api: &'static str,
-        /// How many it printed.
+        /// How many it read.
         got: usize,
         /// How many it should have.
         want: usize,
@@ -413,17 +413,40 @@ fn c_program(api: Api, plan: &Plan) -> String {
         }
     }
     format!(
-        "/* The layout oracle: gcc's numbers for the types of the generated Rust bindings. */\n\
-         #include <stddef.h>\n#include <stdio.h>\n{includes}\n\
-         static const unsigned long long hostcb_layout[] = {{\n{values}    0 /* end */\n}};\n\n\
-         int main(void) {{\n    \
-             size_t n = sizeof hostcb_layout / sizeof hostcb_layout[0] - 1;\n    \
-             for (size_t i = 0; i < n; i++) printf(\"%llu\\n\", hostcb_layout[i]);\n    \
-             return 0;\n}}\n"
+        "/* The layout oracle: gcc's numbers for the types of the generated Rust bindings, read from\n   \
+         the assembly gcc makes of this array. */\n\
+         #include <stddef.h>\n{includes}\n\
+         const unsigned long long {LAYOUT_ARRAY}[] = {{\n{values}    0 /* end */\n}};\n"
     )
 }
 
-/// How many numbers [`c_program`] prints for `plan`.
+/// The array of [`c_program`], whose initialiser holds the numbers.
+const LAYOUT_ARRAY: &str = "hostcb_layout";
+
+/// The numbers of [`LAYOUT_ARRAY`] in gcc's assembly of [`c_program`] (`gcc -S`): its label,
+/// then one `.quad N` per element (a run of zeros may come as `.zero <bytes>`), up to the next
+/// directive of another kind. Nothing is linked or run, so the numbers are the compiler's, for
+/// whatever machine it compiles for. The final 0 is dropped; `None` when the array is not there.
+fn assembly_numbers(assembly: &str) -> Option<Vec<usize>> {
+    let mut lines = assembly.lines().map(str::trim);
+    lines.find(|l| *l == format!("{LAYOUT_ARRAY}:"))?;
+    let mut numbers = Vec::new();
+    for line in lines {
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next(), words.next()) {
+            (Some(".quad"), Some(n), None) => numbers.push(n.parse().ok()?),
+            (Some(".zero"), Some(n), None) => {
+                let bytes: usize = n.parse().ok()?;
+                numbers.extend(std::iter::repeat_n(0, bytes / 8));
+            }
+            _ => break,
+        }
+    }
+    numbers.pop()?;
+    Some(numbers)
+}
+
+/// How many numbers [`c_program`] holds for `plan`.
 fn number_count(plan: &Plan) -> usize {
     plan.entries
         .iter()
@@ -494,29 +517,19 @@ fn measure(
     )?;
     let plan = plan(defs, &defined_tags(&preprocessed));
     let source = write("layout.c", &c_program(api, &plan))?;
-    let exe = scratch.join(format!("{}_layout", api.as_str()));
-    run(
+    let assembly = run(
         &mut gcc(&[
             "-w".as_ref(),
+            "-S".as_ref(),
             "-o".as_ref(),
-            exe.as_os_str(),
+            "-".as_ref(),
             source.as_os_str(),
         ]),
         ctk,
         api,
         "gcc <the layout program>",
     )?;
-    let printed = run(&mut Command::new(&exe), ctk, api, "<the layout program>")?;
-    let numbers: Vec<usize> = printed
-        .lines()
-        .map(|l| l.trim().parse::<usize>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| LayoutError::Output {
-            ctk,
-            api: api.as_str(),
-            got: printed.lines().count(),
-            want: number_count(&plan),
-        })?;
+    let numbers = assembly_numbers(&assembly).unwrap_or_default();
     if numbers.len() != number_count(&plan) {
         return Err(LayoutError::Output {
             ctk,
@@ -814,6 +827,15 @@ mod tests {
                 && !message.contains('\n'),
             "{message}"
         );
+    }
+
+    #[test]
+    fn the_numbers_are_read_from_the_arrays_assembly() {
+        let assembly = "\t.globl\thostcb_layout\n\t.section\t.rodata\nhostcb_layout:\n\
+                        \t.quad\t24\n\t.zero\t16\n\t.quad\t8\n\t.quad\t0\n\t.ident\t\"GCC\"\n";
+        assert_eq!(assembly_numbers(assembly), Some(vec![24, 0, 0, 8]));
+        assert_eq!(assembly_numbers("other:\n\t.quad\t1\n"), None);
+        assert_eq!(assembly_numbers("hostcb_layout:\n\t.quad\tx\n"), None);
     }
 
     #[test]
