@@ -88,7 +88,7 @@ impl Inputs {
 
     /// [`Inputs::gather`] for each `(ctk, cuda_home)` of `asked`, with one libclang for all
     /// (clang-sys loads one library per process, so one check of its 61 MB is enough). The wheels
-    /// the cache lacks are downloaded first, a few at once ([`prefetch`]). When the cache then
+    /// the cache lacks are downloaded first, a few at once (`prefetch`). When the cache then
     /// holds every wheel, each target's headers and histories and the libclang are gathered on
     /// threads of their own (mostly hashing: about 0.1 s for 12.9); when it does not, one after
     /// the other, so that downloads and their errors (a full disk, an unreachable index) come as
@@ -396,7 +396,7 @@ fn prefetch(config: &InputConfig, specs: &[String]) -> bool {
     !failed.into_inner()
 }
 
-/// How many pip runs [`prefetch`] keeps going at once.
+/// How many pip runs [`Inputs::gather_all`] keeps going at once when wheels are missing.
 pub const PREFETCHED_AT_ONCE: usize = 4;
 
 /// The pinned headers of `ctk`: their wheels fetched with pip (or reused) under the cache of

@@ -6,7 +6,9 @@
 //! which clang reads), the deny-lists and the generator's own sources; its file is named by the
 //! SHA-256 of all of them, computed without reading any wheel, so an input that changes misses
 //! the cache instead of reading a stale entry. A file ends with the SHA-256 of its text, so a
-//! truncated or damaged one is read again from the headers, never used.
+//! truncated or damaged one is read again from the headers, never used. A store deletes the
+//! target's other entries but the three most recently used (a load or a store of the same bytes
+//! marks an entry used): every change to the generator's sources is a new key.
 //!
 //! The cache is a folder that other checkouts and CI jobs may share and write: it roots nothing.
 //! Its key and trailing checksum only find an entry and catch damage; anyone who can write the
@@ -24,7 +26,8 @@
 //! unchanged (3.70 s either way).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
@@ -128,9 +131,10 @@ impl<'a> Cache<'a> {
                 provenance.display()
             )));
         }
-        Summary::from_text(ctk, body)
-            .map(Some)
-            .ok_or_else(|| ignored("its text is not a summary".to_owned()))
+        let summary = Summary::from_text(ctk, body)
+            .ok_or_else(|| ignored("its text is not a summary".to_owned()))?;
+        used(&path);
+        Ok(Some(summary))
     }
 
     /// Caches `summary`: written to a temporary file beside its place, then renamed into it, so
@@ -141,6 +145,7 @@ impl<'a> Cache<'a> {
         let body = summary.to_text();
         let text = format!("{body}sha256 {}\n", sha256_hex(body.as_bytes()));
         if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {
+            used(&path);
             return None;
         }
         let written = std::fs::create_dir_all(dir)
@@ -150,6 +155,9 @@ impl<'a> Cache<'a> {
                 file.persist(&path).map_err(|e| e.error)?;
                 Ok(())
             });
+        if written.is_ok() {
+            prune(dir, &format!("{}-", summary.ctk.module()), &path);
+        }
         written.err().map(|e| {
             format!(
                 "cannot cache the summary of CTK {} at {}: {e} (a later `regen --ctk X` reads its headers again)",
@@ -160,8 +168,91 @@ impl<'a> Cache<'a> {
     }
 }
 
+/// How many summaries of one target the cache keeps: the one a run stores and the most recently
+/// used others (another checkout's, a maintenance branch's). Each is about 1 MB, and every change
+/// to the generator's sources is a new key, so the folder grew by some 3 MB per edit and regen of
+/// three targets (291 files, 294 MB, in one checkout's cache after a day of work).
+const KEPT_PER_TARGET: usize = 4;
+
+/// Marks a cache file as used now, which [`prune`] goes by (best effort: a file another user
+/// owns keeps its time).
+fn used(path: &Path) {
+    let _ = std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|file| file.set_modified(SystemTime::now()));
+}
+
+/// Deletes the files of `dir` named `<prefix>*.txt` but `stored` and the [`KEPT_PER_TARGET`]` - 1`
+/// most recently used others. Best effort: a file another process deletes or replaces first,
+/// or one this user may not delete, is left to it.
+fn prune(dir: &Path, prefix: &str, stored: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut others: Vec<(SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let name = name.to_str()?;
+            let ours = name.starts_with(prefix) && name.ends_with(".txt");
+            let modified = entry.metadata().ok()?.modified().ok()?;
+            (ours && entry.path() != stored).then(|| (modified, entry.path()))
+        })
+        .collect();
+    others.sort_by(|a, b| b.cmp(a));
+    for (_, path) in others.into_iter().skip(KEPT_PER_TARGET - 1) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// Adds one length-prefixed part to a key.
 fn part(key: &mut Sha256, text: &str) {
     key.update((text.len() as u64).to_le_bytes());
     key.update(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_keeps_the_most_recently_used_summaries_of_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, age: u64| {
+            let path = dir.path().join(name);
+            let file = std::fs::File::create(&path).unwrap();
+            let when = SystemTime::now() - std::time::Duration::from_secs(age);
+            file.set_modified(when).unwrap();
+            path
+        };
+        let stored = file("ctk_13_0-new.txt", 100);
+        for (name, age) in [("a", 1), ("b", 2), ("c", 3), ("d", 4), ("e", 5)] {
+            file(&format!("ctk_13_0-{name}.txt"), age);
+        }
+        file("ctk_13_5-z.txt", 9);
+        file("ctk_13_0-tmp", 9);
+        prune(dir.path(), "ctk_13_0-", &stored);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "ctk_13_0-a.txt",
+                "ctk_13_0-b.txt",
+                "ctk_13_0-c.txt",
+                "ctk_13_0-new.txt",
+                "ctk_13_0-tmp",
+                "ctk_13_5-z.txt"
+            ]
+        );
+        used(&dir.path().join("ctk_13_0-c.txt"));
+        file("ctk_13_0-x.txt", 0);
+        prune(dir.path(), "ctk_13_0-", &stored);
+        assert!(dir.path().join("ctk_13_0-c.txt").exists());
+        assert!(!dir.path().join("ctk_13_0-b.txt").exists());
+    }
 }
