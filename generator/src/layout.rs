@@ -424,9 +424,12 @@ fn c_program(api: Api, plan: &Plan) -> String {
 const LAYOUT_ARRAY: &str = "hostcb_layout";
 
 /// The numbers of [`LAYOUT_ARRAY`] in gcc's assembly of [`c_program`] (`gcc -S`): its label,
-/// then one `.quad N` per element (a run of zeros may come as `.zero <bytes>`), up to the next
-/// directive of another kind. Nothing is linked or run, so the numbers are the compiler's, for
-/// whatever machine it compiles for. The final 0 is dropped; `None` when the array is not there.
+/// then one 8-byte datum per element, `.quad N` (x86-64, powerpc64), `.xword N` (aarch64),
+/// `.dword N` or `.8byte N` (a run of zeros may come as `.zero <bytes>`), up to the next line of
+/// another kind. Nothing is linked or run, so the numbers are the compiler's, for whatever
+/// machine it compiles for; one that spells 8-byte data otherwise (32-bit x86 writes two
+/// `.long`s) fails generation with the count of numbers read. The final 0 is dropped; `None`
+/// when the array is not there.
 fn assembly_numbers(assembly: &str) -> Option<Vec<usize>> {
     let mut lines = assembly.lines().map(str::trim);
     lines.find(|l| *l == format!("{LAYOUT_ARRAY}:"))?;
@@ -434,7 +437,9 @@ fn assembly_numbers(assembly: &str) -> Option<Vec<usize>> {
     for line in lines {
         let mut words = line.split_whitespace();
         match (words.next(), words.next(), words.next()) {
-            (Some(".quad"), Some(n), None) => numbers.push(n.parse().ok()?),
+            (Some(".quad" | ".xword" | ".dword" | ".8byte"), Some(n), None) => {
+                numbers.push(n.parse().ok()?)
+            }
             (Some(".zero"), Some(n), None) => {
                 let bytes: usize = n.parse().ok()?;
                 numbers.extend(std::iter::repeat_n(0, bytes / 8));
@@ -835,6 +840,8 @@ mod tests {
                         \t.quad\t24\n\t.zero\t16\n\t.quad\t8\n\t.quad\t0\n\t.ident\t\"GCC\"\n";
         assert_eq!(assembly_numbers(assembly), Some(vec![24, 0, 0, 8]));
         assert_eq!(assembly_numbers("other:\n\t.quad\t1\n"), None);
+        let aarch64 = "hostcb_layout:\n\t.xword\t16\n\t.xword\t8\n\t.xword\t0\n";
+        assert_eq!(assembly_numbers(aarch64), Some(vec![16, 8]));
         assert_eq!(assembly_numbers("hostcb_layout:\n\t.quad\tx\n"), None);
     }
 
