@@ -495,14 +495,27 @@ impl ApiModel {
         types: BTreeMap<String, Vec<syn::Item>>,
         declared: Declared,
     ) -> ApiModel {
-        let (types, definitions) = TypeDef::group(api, types);
-        ApiModel {
+        ApiModel::with_items(api, functions, types, declared).0
+    }
+
+    /// [`ApiModel::new`], and the items of each of its types, in the order of
+    /// [`ApiModel::types`]: what the writer emits, for the thread that read them (syntax trees
+    /// stay on their thread; the model holds the items' text).
+    pub fn with_items(
+        api: Api,
+        functions: Vec<Function>,
+        types: BTreeMap<String, Vec<syn::Item>>,
+        declared: Declared,
+    ) -> (ApiModel, TypeItems) {
+        let (types, definitions, items) = TypeDef::group(api, types);
+        let model = ApiModel {
             api,
             functions,
             types,
             definitions,
             declared,
-        }
+        };
+        (model, items)
     }
 
     /// Functions and types bound against what the headers declare.
@@ -562,45 +575,45 @@ pub struct TypeDef {
     pub uses: Vec<String>,
 }
 
+/// The items of each type of an API model, in the order of [`ApiModel::types`].
+pub type TypeItems = Vec<Vec<syn::Item>>;
+
 impl TypeDef {
-    /// The type definitions of bindgen's `items` for `api`, grouped by name, and what they
-    /// define.
-    pub fn group(api: Api, types: BTreeMap<String, Vec<syn::Item>>) -> (Vec<TypeDef>, Definitions) {
+    /// The type definitions of bindgen's `items` for `api`, grouped by name, what they define,
+    /// and each one's items (in the order of the definitions).
+    pub fn group(
+        api: Api,
+        types: BTreeMap<String, Vec<syn::Item>>,
+    ) -> (Vec<TypeDef>, Definitions, TypeItems) {
         let definitions = Definitions::of(types.values().flatten());
-        let names: BTreeSet<&str> = types.keys().map(String::as_str).collect();
-        let defs = types
-            .iter()
+        let names: BTreeSet<String> = types.keys().cloned().collect();
+        let (defs, items) = types
+            .into_iter()
             .map(|(name, items)| {
                 let mut tokens = proc_macro2::TokenStream::new();
-                for item in items {
+                for item in &items {
                     quote::ToTokens::to_tokens(item, &mut tokens);
                 }
                 let text = tokens.to_string();
                 let tokens = crate::shared::without_docs(tokens);
                 let mut uses = BTreeSet::new();
                 crate::shared::idents(&tokens, &mut |ident| {
-                    if let Some(&used) = names.get(ident)
-                        && used != name
+                    if let Some(used) = names.get(ident)
+                        && *used != name
                     {
-                        uses.insert(used.to_owned());
+                        uses.insert(used.clone());
                     }
                 });
-                TypeDef {
+                let def = TypeDef {
                     api,
-                    name: name.clone(),
+                    name,
                     text,
                     key: crate::inputs::sha256_hex(tokens.to_string().as_bytes()),
                     uses: uses.into_iter().collect(),
-                }
+                };
+                (def, items)
             })
-            .collect();
-        (defs, definitions)
-    }
-
-    /// The items, parsed again: what the writer emits.
-    pub fn items(&self) -> Vec<syn::Item> {
-        syn::parse_file(&self.text)
-            .expect("a type's text is the tokens of bindgen's items")
-            .items
+            .unzip();
+        (defs, definitions, items)
     }
 }

@@ -15,7 +15,7 @@ use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
 use crate::layout::{self, LayoutError};
 use crate::manifest;
-use crate::model::{Api, ApiModel, Definitions, Model, Summary, SummaryPart};
+use crate::model::{Api, ApiModel, Definitions, Model, Summary, SummaryPart, TypeItems};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::shared::Shared;
 use crate::writer::{self, ParsedTemplates, TemplateError};
@@ -90,20 +90,29 @@ pub fn generate(config: &Config, ctk: Ctk, opts: &Options) -> Result<Generated, 
 /// and what the compatibility table needs of targets a regen does not write.
 pub fn read_model(config: &Config, ctk: Ctk, opts: &Options) -> Result<Model, GenerateError> {
     let inputs = Inputs::gather(&config.inputs, ctk, opts.cuda_home.as_deref())?;
-    model_from(config, &inputs)
+    Ok(model_from(config, &inputs)?.0)
 }
 
-/// Reads one target's headers, from inputs already gathered, into its model.
-fn model_from(config: &Config, inputs: &Inputs) -> Result<Model, GenerateError> {
-    Ok(Model {
+/// Reads one target's headers, from inputs already gathered, into its model, with the items of
+/// the driver's and the runtime's types.
+fn model_from(config: &Config, inputs: &Inputs) -> Result<(Model, [TypeItems; 2]), GenerateError> {
+    let (driver, driver_items) = api_model_from(config, inputs, Api::Driver)?;
+    let (runtime, runtime_items) = api_model_from(config, inputs, Api::Runtime)?;
+    let model = Model {
         ctk: inputs.headers.ctk,
-        driver: api_model_from(config, inputs, Api::Driver)?,
-        runtime: api_model_from(config, inputs, Api::Runtime)?,
-    })
+        driver,
+        runtime,
+    };
+    Ok((model, [driver_items, runtime_items]))
 }
 
-/// Reads one API of one target's headers, from inputs already gathered.
-fn api_model_from(config: &Config, inputs: &Inputs, api: Api) -> Result<ApiModel, GenerateError> {
+/// Reads one API of one target's headers, from inputs already gathered, into its model and the
+/// items of its types.
+fn api_model_from(
+    config: &Config,
+    inputs: &Inputs,
+    api: Api,
+) -> Result<(ApiModel, TypeItems), GenerateError> {
     inputs.libclang.activate()?;
     let list = match api {
         Api::Driver => &config.driver_list,
@@ -137,9 +146,9 @@ fn histories(inputs: &Inputs) -> reader::Histories<'_> {
 /// defined in the target's files (none comes from the crate's `common` module, which only a
 /// crate of several targets has: [`generate_crate`]).
 pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, GenerateError> {
-    let model = model_from(config, inputs)?;
+    let (model, items) = model_from(config, inputs)?;
     let summary = Summary::of(&model);
-    write_target(config, inputs, model, &summary, &BTreeSet::new())
+    write_target(config, inputs, model, items, &summary, &BTreeSet::new())
 }
 
 /// Writes one target's files from its model; the types `shared` names are re-exported from the
@@ -148,13 +157,28 @@ fn write_target(
     config: &Config,
     inputs: &Inputs,
     model: Model,
+    [driver_items, runtime_items]: [TypeItems; 2],
     summary: &Summary,
     shared: &BTreeSet<String>,
 ) -> Result<Generated, GenerateError> {
     let templates = &config.templates.parse();
     let generator = &RecordedGenerator::this(config.templates.sha256());
-    let driver = write_api(inputs, templates, generator, &model.driver, shared)?;
-    let runtime = write_api(inputs, templates, generator, &model.runtime, shared)?;
+    let driver = write_api(
+        inputs,
+        templates,
+        generator,
+        &model.driver,
+        driver_items,
+        shared,
+    )?;
+    let runtime = write_api(
+        inputs,
+        templates,
+        generator,
+        &model.runtime,
+        runtime_items,
+        shared,
+    )?;
     let files = finish_target(inputs, templates, generator, summary, driver, runtime)?;
     Ok(Generated {
         ctk: model.ctk,
@@ -177,6 +201,7 @@ fn write_api(
     templates: &ParsedTemplates,
     generator: &RecordedGenerator,
     api: &ApiModel,
+    items: TypeItems,
     shared: &BTreeSet<String>,
 ) -> Result<WrittenApi, GenerateError> {
     let ctk = inputs.headers.ctk;
@@ -189,7 +214,7 @@ fn write_api(
                 layout::api_oracle(ctk, api, &inputs.headers.include_dirs)
             })
             .expect("spawn a layout thread");
-        let file = filled(&path, writer::write_api(ctk, api, templates, shared))?;
+        let file = filled(&path, writer::write_api(ctk, api, items, templates, shared))?;
         let file = audited(ctk, api, shared, file)?;
         let file = render::rust_file(generator, Some(ctk), path, &file)?;
         let oracle = oracle.join().expect("the layout thread does not panic")?;
@@ -398,8 +423,8 @@ pub fn generate_crate_with(
                     let model = api_model_from(config, inputs, api);
                     drop(permit);
                     let took = started.elapsed();
-                    let model = match model {
-                        Ok(model) => model,
+                    let (model, items) = match model {
+                        Ok(read) => read,
                         Err(e) => {
                             _ = sender.send(Message::Part(i, api, Err(e)));
                             return;
@@ -415,7 +440,7 @@ pub fn generate_crate_with(
                     let _permit = gate.take();
                     let resumed = Instant::now();
                     let templates = config.templates.parse();
-                    let output = write_api(inputs, &templates, generator, &model, &names)
+                    let output = write_api(inputs, &templates, generator, &model, items, &names)
                         .map(|w| (w, took + resumed.elapsed()));
                     _ = sender.send(Message::Written(i, api, output));
                 })

@@ -19,7 +19,7 @@ use quote::ToTokens;
 use crate::Ctk;
 use crate::allowlist::DenyList;
 use crate::history::History;
-use crate::model::{Api, ApiModel, CType, Declared, Function, Param, PerThreadVariant};
+use crate::model::{Api, ApiModel, CType, Declared, Function, Param, PerThreadVariant, TypeItems};
 
 mod fixup;
 mod scan;
@@ -227,13 +227,13 @@ fn run_bindgen(builder: bindgen::Builder, ctk: Ctk, api: Api) -> Result<String, 
 /// Reads one API of one target into its part of the model: each runtime function's version is
 /// the first target of the runtime history that declares it, and each driver function's minimum
 /// driver the first of the driver history that declares its ABI, where newer than that ABI's
-/// number.
+/// number. Also returns the items of the model's types, for the writer on this thread.
 pub fn read_api(
     headers: &HeaderSet,
     api: Api,
     list: &DenyList,
     history: Histories<'_>,
-) -> Result<ApiModel, ReadError> {
+) -> Result<(ApiModel, TypeItems), ReadError> {
     let (builder, macros) = builder(headers, api, list);
     let text = run_bindgen(builder, headers.ctk, api)?;
     let file = syn::parse_file(&text).map_err(|e| ReadError::Syntax(e, api.as_str()))?;
@@ -339,7 +339,7 @@ pub fn read_api(
             .filter(|t| !t.starts_with("PFN_"))
             .collect(),
     };
-    Ok(ApiModel::new(api, functions, types, declared))
+    Ok(ApiModel::with_items(api, functions, types, declared))
 }
 
 /// What the reader knows of one API's headers besides a declaration itself.

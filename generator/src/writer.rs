@@ -12,7 +12,7 @@ use syn::visit_mut::{self, VisitMut};
 
 use crate::Ctk;
 use crate::doc::{self, Links};
-use crate::model::{Api, ApiModel, Function, Summary, TypeDef};
+use crate::model::{Api, ApiModel, Function, Summary, TypeItems};
 use crate::shared::Shared;
 
 /// The template files, read and checked: their text, which each generation parses again
@@ -175,11 +175,13 @@ impl Templates {
     }
 }
 
-/// Writes one API of one target as a syntax tree (not yet formatted). The types `shared` names
+/// Writes one API of one target as a syntax tree (not yet formatted), `types` holding the items of
+/// each of its types (as the reader made them, [`ApiModel::with_items`]). The types `shared` names
 /// are re-exported from the crate's `common` module ([`crate::shared`]), the others defined here.
 pub fn write_api(
     ctk: Ctk,
     api: &ApiModel,
+    types: TypeItems,
     templates: &ParsedTemplates,
     shared: &BTreeSet<String>,
 ) -> Result<syn::File, TemplateError> {
@@ -212,7 +214,6 @@ pub fn write_api(
         text("__ALL__", all.join(", ")),
     ])?;
     // What the headers' comments may link to: every item this file emits.
-    let types: Vec<Vec<syn::Item>> = api.types.iter().map(TypeDef::items).collect();
     let mut links = Links::of_items(types.iter().flatten());
     for f in &api.functions {
         links.add_function(&f.name);
