@@ -6,8 +6,8 @@
 //! other, not with C) passes them. This module asks a second compiler: from the model's types it
 //! writes a C program that includes the same pinned headers (as the reader does: `cuda.h` with
 //! `cudaTypedefs.h`; `cuda_runtime_api.h` with `CUDA_API_PER_THREAD_DEFAULT_STREAM`), compiles it
-//! to assembly with gcc (nothing is linked or run), and reads from the assembly, for each type, `sizeof` and `_Alignof`, and for each field
-//! its `offsetof` and `sizeof`. [`target_file`] turns those numbers into the values of the sealed,
+//! to assembly with gcc (nothing is linked or run), and reads from the assembly, for each type,
+//! `sizeof` and `_Alignof`, and for each field its `offsetof` and `sizeof`. [`target_file`] turns those numbers into the values of the sealed,
 //! per-target `layout.rs` (`templates/layout.rs`): a `#[cfg(test)]` module holding each C number beside the Rust expression
 //! (`size_of`, `align_of`, `offset_of!`) that must equal it, and one `#[test]` per API that
 //! prints the counts and every mismatch. Users pay nothing; `cargo test -p cuda-hostcb

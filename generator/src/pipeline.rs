@@ -163,22 +163,9 @@ fn write_target(
 ) -> Result<Generated, GenerateError> {
     let templates = &config.templates.parse();
     let generator = &RecordedGenerator::this(config.templates.sha256());
-    let driver = write_api(
-        inputs,
-        templates,
-        generator,
-        &model.driver,
-        driver_items,
-        shared,
-    )?;
-    let runtime = write_api(
-        inputs,
-        templates,
-        generator,
-        &model.runtime,
-        runtime_items,
-        shared,
-    )?;
+    let write = |api, items| write_api(inputs, templates, generator, api, items, shared);
+    let driver = write(&model.driver, driver_items)?;
+    let runtime = write(&model.runtime, runtime_items)?;
     let files = finish_target(inputs, templates, generator, summary, driver, runtime)?;
     Ok(Generated {
         ctk: model.ctk,

@@ -37,14 +37,6 @@ pub struct Shared {
     pub definitions: BTreeMap<String, String>,
 }
 
-impl Shared {
-    /// Nothing shared: every target's files define all their types (a target generated on its
-    /// own, outside a crate).
-    pub fn none() -> Shared {
-        Shared::default()
-    }
-}
-
 /// One definition of a name, as [`decide`] compares it.
 struct Definition<'a> {
     /// Its tokens without doc comments.
