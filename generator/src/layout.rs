@@ -734,7 +734,7 @@ mod tests {
         )
         .unwrap();
         let file = crate::writer::write_layout(&oracle.values, &templates.parse()).unwrap();
-        let text = quote::ToTokens::to_token_stream(&file).to_string();
+        let text = quote::ToTokens::to_token_stream(&file.file).to_string();
         // The rows: `offset ! (driver :: T , a . b , 4)`.
         let row =
             regex::Regex::new(r"(\w+) ! \(driver :: (\w+) , (?:([\w .]*?) , )?(\d+)\)").unwrap();

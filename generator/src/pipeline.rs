@@ -18,7 +18,7 @@ use crate::manifest;
 use crate::model::{Api, ApiModel, Definitions, Model, Summary, SummaryPart, TypeItems};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::shared::Shared;
-use crate::writer::{self, ParsedTemplates, TemplateError};
+use crate::writer::{self, ParsedTemplates, TemplateError, Written};
 
 pub mod summaries;
 
@@ -201,9 +201,9 @@ fn write_api(
                 layout::api_oracle(ctk, api, &inputs.headers.include_dirs)
             })
             .expect("spawn a layout thread");
-        let file = filled(&path, writer::write_api(ctk, api, items, templates, shared))?;
-        let file = audited(ctk, api, shared, file)?;
-        let file = render::rust_file(generator, Some(ctk), path, &file)?;
+        let written = filled(&path, writer::write_api(ctk, api, items, templates, shared))?;
+        audited(ctk, api, shared, &written.file)?;
+        let file = render::rust_file(generator, Some(ctk), path, written.text())?;
         let oracle = oracle.join().expect("the layout thread does not panic")?;
         Ok(WrittenApi { file, oracle })
     })
@@ -221,10 +221,10 @@ fn finish_target(
     runtime: WrittenApi,
 ) -> Result<Vec<GeneratedFile>, GenerateError> {
     let ctk = summary.ctk;
-    let rust_file = |name: &str, file: Result<syn::File, TemplateError>| {
+    let rust_file = |name: &str, written: Result<Written, TemplateError>| {
         let path = emit::target_dir(ctk).join(name);
-        let file = filled(&path, file)?;
-        Ok::<_, GenerateError>(render::rust_file(generator, Some(ctk), path, &file)?)
+        let text = filled(&path, written)?.text();
+        Ok::<_, GenerateError>(render::rust_file(generator, Some(ctk), path, text)?)
     };
     let oracle = layout::oracle(ctk, driver.oracle, runtime.oracle)?;
     let module = rust_file(
@@ -565,8 +565,13 @@ fn crate_files(
     )?;
     let common = writer::write_common(shared, templates);
     let mut files = Vec::new();
-    for (path, file) in [(emit::BINDINGS_MOD, &module_list), (emit::COMMON, &common)] {
-        files.push(render::rust_file(generator, None, path.into(), file)?);
+    for (path, written) in [(emit::BINDINGS_MOD, &module_list), (emit::COMMON, &common)] {
+        files.push(render::rust_file(
+            generator,
+            None,
+            path.into(),
+            written.text(),
+        )?);
     }
     files.push(manifest::for_targets(&config.out, &config.targets)?);
     Ok(files)
@@ -643,7 +648,7 @@ impl Decision {
 
 /// The file written to `path`, refused where its template could not be filled (a misspelt
 /// placeholder, see [`writer::PLACEHOLDER`]).
-fn filled(path: &Path, file: Result<syn::File, TemplateError>) -> Result<syn::File, GenerateError> {
+fn filled(path: &Path, file: Result<Written, TemplateError>) -> Result<Written, GenerateError> {
     file.map_err(|source| GenerateError::Fill {
         path: path.to_path_buf(),
         source,
@@ -656,8 +661,8 @@ fn audited(
     ctk: Ctk,
     api: &ApiModel,
     shared: &BTreeSet<String>,
-    file: syn::File,
-) -> Result<syn::File, GenerateError> {
+    file: &syn::File,
+) -> Result<(), GenerateError> {
     // What the shared types the file re-exports define (the crate's `common` module defines
     // them as this API's headers do, documentation aside).
     let common = Definitions {
@@ -667,10 +672,10 @@ fn audited(
             .collect(),
         ..Definitions::default()
     };
-    let mut violations = audit::forwarding_violations(&file, &common);
-    violations.extend(audit::entry_point_violations(&file));
+    let mut violations = audit::forwarding_violations(file, &common);
+    violations.extend(audit::entry_point_violations(file));
     if violations.is_empty() {
-        return Ok(file);
+        return Ok(());
     }
     Err(GenerateError::Audit {
         ctk,

@@ -77,6 +77,101 @@ pub enum TemplateError {
     },
 }
 
+/// A written file: its syntax tree, and its doc comments held beside it ([`Docs`]).
+pub struct Written {
+    /// The items, each block of doc lines a marker attribute.
+    pub file: syn::File,
+    docs: Docs,
+}
+
+impl Written {
+    /// The file's text: prettyplease's, with the doc comments in place.
+    pub fn text(&self) -> String {
+        self.docs.expand(prettyplease::unparse(&self.file))
+    }
+}
+
+/// Doc comments held beside a syntax tree instead of in it. Docs are half the lines the writer
+/// emits, and as one `#[doc = "line"]` each, every line was escaped into a string literal for
+/// prettyplease to unescape again (about a tenth of writing a file). A block of lines is one
+/// attribute instead, `#[doc = "\0N"]` (N: its index), which prettyplease prints as the line
+/// `///\0N` and [`Docs::expand`] replaces with the block's lines, printed as prettyplease
+/// prints a doc attribute of one line: `///` (`//!` inside), the line less its trailing
+/// spaces. A doc attribute is always followed by a hard line break, so the length of what it
+/// holds changes no other line.
+#[derive(Default)]
+struct Docs {
+    blocks: Vec<Vec<String>>,
+    /// One attribute per line, always: what the markers must print as.
+    #[cfg(test)]
+    per_line: bool,
+}
+
+impl Docs {
+    /// The attributes of the doc `lines` (values of doc attributes, [`doc_lines`]): one marker,
+    /// or one attribute per line where prettyplease would print one otherwise than as `///` and
+    /// the line (one holding a line break, an outer one starting with `/`).
+    fn attrs(&mut self, style: syn::AttrStyle, lines: Vec<String>) -> Vec<syn::Attribute> {
+        let plain = |l: &String| {
+            !l.contains('\n') && (matches!(style, syn::AttrStyle::Inner(_)) || !l.starts_with('/'))
+        };
+        if lines.is_empty() {
+            return Vec::new();
+        }
+        #[cfg(test)]
+        let plain = |l: &String| plain(l) && !self.per_line;
+        if !lines.iter().all(plain) {
+            return lines.iter().map(|l| doc_attr(style, l)).collect();
+        }
+        let marker = doc_attr(style, &format!("\0{}", self.blocks.len()));
+        self.blocks.push(lines);
+        vec![marker]
+    }
+
+    /// `text`, as prettyplease printed the tree, with each marker's line replaced by its lines.
+    fn expand(&self, text: String) -> String {
+        if self.blocks.is_empty() {
+            return text;
+        }
+        let lines = self.blocks.iter().flatten();
+        let mut out = String::with_capacity(text.len() + lines.map(|l| l.len() + 8).sum::<usize>());
+        let mut expanded = vec![false; self.blocks.len()];
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find('\0') {
+            // The marker's line: its indentation, `///` or `//!`, the NUL, the index.
+            let start = rest[..at].rfind('\n').map_or(0, |n| n + 1);
+            let end = rest[at..].find('\n').map_or(rest.len(), |n| at + n);
+            let before = &rest[start..at];
+            let prefix = before.trim_start_matches(' ');
+            let indent = &before[..before.len() - prefix.len()];
+            let index = rest[at + 1..end].parse::<usize>().ok();
+            // clang drops a NUL of a header, and the writer writes none: a NUL is a marker.
+            let (Some(n), "///" | "//!") = (
+                index.filter(|&n| n < expanded.len() && !expanded[n]),
+                prefix,
+            ) else {
+                unreachable!(
+                    "a NUL in printed Rust is a doc marker of this file, used once, on a line of its own"
+                )
+            };
+            expanded[n] = true;
+            out.push_str(&rest[..start]);
+            for (i, line) in self.blocks[n].iter().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                out.push_str(indent);
+                out.push_str(prefix);
+                out.push_str(line.trim_end_matches(' '));
+            }
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+        assert!(expanded.iter().all(|&e| e), "every doc marker is printed");
+        out
+    }
+}
+
 /// The template files a generation reads from `templates/`.
 const TEMPLATE_FILES: [&str; 7] = [
     "driver_function.rs",
@@ -184,7 +279,7 @@ pub fn write_api(
     types: TypeItems,
     templates: &ParsedTemplates,
     shared: &BTreeSet<String>,
-) -> Result<syn::File, TemplateError> {
+) -> Result<Written, TemplateError> {
     // The file's values: the loader items this API uses, and `ALL`, every entry point.
     let (status, api_value, loader, result) = match api.api {
         Api::Driver => (
@@ -205,14 +300,18 @@ pub fn write_api(
         .iter()
         .map(|f| format!("&{}", f.name))
         .collect();
-    let mut file = templates.file.fill(&vec![
-        ("__DOC__", Value::Lines(module_doc(ctk, api.api))),
-        text("__Ret__", status),
-        text("__API__", api_value),
-        text("__LOADER__", loader),
-        text("__RESULT__", result),
-        text("__ALL__", all.join(", ")),
-    ])?;
+    let mut docs = Docs::default();
+    let mut file = templates.file.fill(
+        &vec![
+            ("__DOC__", Value::Lines(module_doc(ctk, api.api))),
+            text("__Ret__", status),
+            text("__API__", api_value),
+            text("__LOADER__", loader),
+            text("__RESULT__", result),
+            text("__ALL__", all.join(", ")),
+        ],
+        &mut docs,
+    )?;
     // What the headers' comments may link to: every item this file emits.
     let mut links = Links::of_items(types.iter().flatten());
     for f in &api.functions {
@@ -221,7 +320,7 @@ pub fn write_api(
             links.add_function(alias);
         }
     }
-    let mut docs = ConvertDocs(&links);
+    let mut convert = ConvertDocs(&links, &mut docs);
     for (ty, items) in api.types.iter().zip(types) {
         if shared.contains(&ty.name) {
             for name in items.iter().filter_map(item_name) {
@@ -231,7 +330,7 @@ pub fn write_api(
             continue;
         }
         for mut item in items {
-            docs.visit_item_mut(&mut item);
+            convert.visit_item_mut(&mut item);
             file.items.push(item);
         }
     }
@@ -255,7 +354,7 @@ pub fn write_api(
                 ))),
             ),
         ]);
-        let mut items = template.fill(&values)?.items.into_iter();
+        let mut items = template.fill(&values, &mut docs)?.items.into_iter();
         let (Some(syn::Item::Static(entry)), Some(syn::Item::Fn(mut wrapper)), None) =
             (items.next(), items.next(), items.next())
         else {
@@ -291,7 +390,7 @@ pub fn write_api(
         .position(|i| matches!(i, syn::Item::Static(s) if s.ident == "ALL"))
         .expect("Templates::load checked `ALL`");
     items.splice(at..at, entries);
-    Ok(file)
+    Ok(Written { file, docs })
 }
 
 /// The values of the placeholders of a function template (`templates/driver_function.rs`,
@@ -349,16 +448,17 @@ fn item_name(item: &syn::Item) -> Option<&syn::Ident> {
 
 /// Writes the crate's `common` module: every shared type's definition ([`crate::shared`]), with
 /// the lint settings of the file template, as a syntax tree (not yet formatted).
-pub fn write_common(shared: &Shared, templates: &ParsedTemplates) -> syn::File {
+pub fn write_common(shared: &Shared, templates: &ParsedTemplates) -> Written {
     let mut items = Vec::new();
     for text in shared.definitions.values() {
         let file: syn::File = syn::parse_str(text).expect("a summary's types are bindgen's items");
         items.extend(file.items);
     }
     let links = Links::of_items(&items);
-    let mut docs = ConvertDocs(&links);
+    let mut docs = Docs::default();
+    let mut convert = ConvertDocs(&links, &mut docs);
     for item in &mut items {
-        docs.visit_item_mut(item);
+        convert.visit_item_mut(item);
     }
     let doc = [
         "The types whose C definition is the same in every target of `generator/targets.txt` and",
@@ -374,7 +474,7 @@ pub fn write_common(shared: &Shared, templates: &ParsedTemplates) -> syn::File {
     attrs.extend(file.attrs.drain(..).filter(|a| !a.path().is_ident("doc")));
     file.attrs = attrs;
     file.items = items;
-    file
+    Written { file, docs }
 }
 
 /// The items of the `entry` module of a file template, if it has one with a static `ALL`.
@@ -428,12 +528,6 @@ fn doc_lines(lines: &[String]) -> Vec<String> {
     lines.iter().map(spaced).collect()
 }
 
-/// One `#[doc]` per Markdown line ([`doc_lines`]).
-fn doc_attrs(lines: &[String]) -> Vec<syn::Attribute> {
-    let outer = |l: String| doc_attr(syn::AttrStyle::Outer, &l);
-    doc_lines(lines).into_iter().map(outer).collect()
-}
-
 /// `#[doc = "line"]` (or `#![doc = "line"]`), built rather than parsed: the docs are most of
 /// what the writer emits, and with them left out, filling the function templates of three targets
 /// took 0.58-0.69 s instead of 0.87-1.37 s (thread time, 3 interleaved runs each).
@@ -456,10 +550,10 @@ fn doc_attr(style: syn::AttrStyle, line: &str) -> syn::Attribute {
 
 /// Converts the headers' Doxygen on bindgen's items (types, fields, constants) to Markdown, one
 /// `#[doc]` per line, in place of bindgen's one `#[doc]` per comment.
-struct ConvertDocs<'a>(&'a Links);
+struct ConvertDocs<'a>(&'a Links, &'a mut Docs);
 
 impl ConvertDocs<'_> {
-    fn convert(&self, attrs: &mut Vec<syn::Attribute>) {
+    fn convert(&mut self, attrs: &mut Vec<syn::Attribute>) {
         let mut text = Vec::new();
         let mut at = None;
         let mut kept = Vec::with_capacity(attrs.len());
@@ -486,7 +580,8 @@ impl ConvertDocs<'_> {
         }
         if let Some(at) = at {
             let lines = doc::to_markdown(&text.join("\n"), self.0);
-            kept.splice(at..at, doc_attrs(&lines));
+            let attrs = self.1.attrs(syn::AttrStyle::Outer, doc_lines(&lines));
+            kept.splice(at..at, attrs);
         }
         *attrs = kept;
     }
@@ -621,8 +716,16 @@ pub static PLACEHOLDER: std::sync::LazyLock<regex::Regex> =
     std::sync::LazyLock::new(|| regex::Regex::new(r"\b__\w+__\b").expect("a valid regex"));
 
 impl Template {
+    /// The file of the template filled with `values`.
+    fn written(&self, values: &Values) -> Result<Written, TemplateError> {
+        let mut docs = Docs::default();
+        let file = self.fill(values, &mut docs)?;
+        Ok(Written { file, docs })
+    }
+
     /// The template filled with `values` (see [`Value`]); every placeholder it names must have one.
-    fn fill(&self, values: &Values) -> Result<syn::File, TemplateError> {
+    /// Its doc lines go to `docs`.
+    fn fill(&self, values: &Values, docs: &mut Docs) -> Result<syn::File, TemplateError> {
         let mut unfilled = BTreeSet::new();
         let mut lines = Vec::new();
         let tokens = fill_tokens(self.tokens.clone(), &[values], &mut unfilled, &mut lines);
@@ -634,6 +737,7 @@ impl Template {
             Ok(mut file) => {
                 let mut place = PlaceLines {
                     lines: &lines,
+                    docs,
                     placed: vec![false; lines.len()],
                     stray: false,
                 };
@@ -690,6 +794,8 @@ fn item_attrs(item: &mut syn::Item) -> Option<&mut Vec<syn::Attribute>> {
 /// Replaces each [`LINES_MARKER`] attribute of a filled file with its doc lines.
 struct PlaceLines<'a> {
     lines: &'a [(&'a str, &'a [String])],
+    /// Where the lines go.
+    docs: &'a mut Docs,
     /// Which lines were placed.
     placed: Vec<bool>,
     /// A marker the filler did not leave, or one left twice: a template that spells one.
@@ -715,7 +821,7 @@ impl PlaceLines<'_> {
             match marker(&a) {
                 Some(Some(n)) if n < self.lines.len() && !self.placed[n] => {
                     self.placed[n] = true;
-                    placed.extend(self.lines[n].1.iter().map(|l| doc_attr(a.style, l)));
+                    placed.extend(self.docs.attrs(a.style, self.lines[n].1.to_vec()));
                 }
                 Some(_) => self.stray = true,
                 None => placed.push(a),
@@ -953,7 +1059,7 @@ pub fn write_target_mod(
     summary: &Summary,
     machine: &str,
     templates: &ParsedTemplates,
-) -> Result<syn::File, TemplateError> {
+) -> Result<Written, TemplateError> {
     let ctk = summary.ctk;
     let mut values = target_values(ctk);
     values.extend([
@@ -962,7 +1068,7 @@ pub fn write_target_mod(
         text("__CAPABILITIES__", capabilities(summary).join(" ")),
         text("__MACHINE__", machine),
     ]);
-    templates.target_mod.fill(&values)
+    templates.target_mod.written(&values)
 }
 
 /// `src/bindings/mod.rs` (`templates/bindings_mod.rs`): one module per target behind its
@@ -974,7 +1080,7 @@ pub fn write_target_mod(
 pub fn write_bindings_mod(
     models: &[&Summary],
     templates: &ParsedTemplates,
-) -> Result<syn::File, TemplateError> {
+) -> Result<Written, TemplateError> {
     let targets: Vec<Ctk> = models.iter().map(|m| m.ctk).collect();
     let newest = targets.last().copied();
     // The newest target of each major, or the newest target where none has it.
@@ -997,7 +1103,7 @@ pub fn write_bindings_mod(
         ),
         ("__EACH_MAJOR__", Value::Each(majors.collect())),
     ];
-    templates.bindings_mod.fill(&values)
+    templates.bindings_mod.written(&values)
 }
 
 /// A target's `layout.rs` (`templates/layout.rs`) from the layout oracle's `values`
@@ -1005,8 +1111,8 @@ pub fn write_bindings_mod(
 pub fn write_layout(
     values: &Values,
     templates: &ParsedTemplates,
-) -> Result<syn::File, TemplateError> {
-    templates.layout.fill(values)
+) -> Result<Written, TemplateError> {
+    templates.layout.written(values)
 }
 
 /// The compatibility table: for each API, one row per function that some target declares
@@ -1119,7 +1225,7 @@ mod tests {
         let values: Values = vec![("__name__", Value::Text("cuInit".to_owned()))];
         let filled =
             template(r#"const __name__: &CStr = c"__name__"; const D: &str = "__name__";"#)
-                .fill(&values)
+                .fill(&values, &mut Docs::default())
                 .unwrap();
         assert_eq!(
             filled.to_token_stream().to_string(),
@@ -1130,12 +1236,61 @@ mod tests {
             r#"const N: &CStr = c"__nmae__";"#,
             "const __nmae__: u32 = 1;",
         ] {
-            let error = template(unfillable).fill(&values).unwrap_err().to_string();
+            let error = template(unfillable)
+                .fill(&values, &mut Docs::default())
+                .unwrap_err()
+                .to_string();
             assert!(
                 error.contains("names the placeholder(s) __n"),
                 "{unfillable}: {error}"
             );
         }
+    }
+
+    #[test]
+    fn doc_markers_print_as_prettyplease_prints_a_doc_attribute_per_line() {
+        let source = r#"
+            /// Brief.
+            ///
+            /// Detail with `code` and trailing spaces   
+            pub struct S {
+                /// A field, see [`E`].
+                pub x: u32,
+            }
+            /// An enum.
+            pub enum E {
+                /// A variant.
+                A = 1,
+            }
+            impl S {
+                /// A constant.
+                pub const C: u32 = 1;
+            }
+            pub mod m {
+                /// Nested.
+                pub struct T;
+            }
+        "#;
+        let text = |per_line| {
+            let mut file = syn::parse_file(source).unwrap();
+            let links = Links::of_items(&file.items);
+            let mut docs = Docs {
+                per_line,
+                ..Docs::default()
+            };
+            let mut convert = ConvertDocs(&links, &mut docs);
+            for item in &mut file.items {
+                convert.visit_item_mut(item);
+            }
+            let inner = [" Module.  ", "", "/ slash"].map(str::to_owned).to_vec();
+            file.attrs = docs.attrs(syn::AttrStyle::Inner(Default::default()), inner);
+            let markers = docs.blocks.len();
+            (Written { file, docs }.text(), markers)
+        };
+        let ((marked, markers), (per_line, none)) = (text(false), text(true));
+        assert_eq!((markers, none), (7, 0));
+        assert_eq!(marked, per_line);
+        assert!(marked.contains("    /// Nested.\n") && marked.contains("//! Module.\n//!\n"));
     }
 
     #[test]
@@ -1152,11 +1307,11 @@ mod tests {
         let filled = template(
             r#"#![doc = "__DOC__"] #[doc = "__NONE__"] #[inline] fn f() {} mod m { #![doc = "__DOC__"] }"#,
         )
-        .fill(&values)
+        .written(&values)
         .unwrap();
         assert_eq!(
-            filled.to_token_stream().to_string(),
-            r#"# ! [doc = " a"] # ! [doc = ""] # ! [doc = " b \"c\""] # [inline] fn f () { } mod m { # ! [doc = " a"] # ! [doc = ""] # ! [doc = " b \"c\""] }"#
+            filled.text(),
+            "//! a\n//!\n//! b \"c\"\n#[inline]\nfn f() {}\nmod m {\n    //! a\n    //!\n    //! b \"c\"\n}\n"
         );
         for misplaced in [
             r#"struct S { #[doc = "__DOC__"] x: u8 }"#,
@@ -1164,7 +1319,11 @@ mod tests {
             r#"#[__hostcb_lines(0)] fn f() {}"#,
             r#"#[__hostcb_lines(0)] #[doc = "__DOC__"] fn f() {}"#,
         ] {
-            let error = template(misplaced).fill(&values).unwrap_err().to_string();
+            let error = template(misplaced)
+                .written(&values)
+                .err()
+                .unwrap()
+                .to_string();
             assert!(
                 error.contains("puts a placeholder of doc lines"),
                 "{misplaced}: {error}"

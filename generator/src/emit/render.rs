@@ -1,5 +1,5 @@
-//! Rendering: formats a written syntax tree with prettyplease, puts the generated-file header
-//! (which names the generator that made it) on top, and seals it; and each target's provenance
+//! Rendering: puts the generated-file header on a written file's text
+//! (the header names the generator that made it) and seals it; and each target's provenance
 //! manifest.
 
 use std::path::{Path, PathBuf};
@@ -84,16 +84,16 @@ impl std::fmt::Display for RecordedGenerator {
     }
 }
 
-/// Formats a Rust syntax tree and seals it as the file at `path`, made from the headers of `ctk`
+/// Seals the text of a Rust file ([`crate::writer::Written::text`]) as the file at `path`, made from the headers of `ctk`
 /// (in its folder, [`target_dir`]) or, with `None`, from every listed target
 /// ([`super::BINDINGS_MOD`], [`super::COMMON`]).
 pub fn rust_file(
     generator: &RecordedGenerator,
     ctk: Option<Ctk>,
     path: PathBuf,
-    file: &syn::File,
+    text: String,
 ) -> Result<GeneratedFile, EmitError> {
-    seal(generator, ctk, path, "//", prettyplease::unparse(file))
+    seal(generator, ctk, path, "//", text)
 }
 
 /// The provenance manifest of one target: what generated it (`[generator]`: its version and the
@@ -285,6 +285,12 @@ mod tests {
     fn parse_rust(generator: &RecordedGenerator, code: &str) -> GeneratedFile {
         let file = syn::parse_file(code).unwrap();
         let path = target_dir(Ctk::V12_9).join("driver.rs");
-        rust_file(generator, Some(Ctk::V12_9), path, &file).unwrap()
+        rust_file(
+            generator,
+            Some(Ctk::V12_9),
+            path,
+            prettyplease::unparse(&file),
+        )
+        .unwrap()
     }
 }

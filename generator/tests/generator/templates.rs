@@ -49,7 +49,7 @@ fn model() -> Model {
 }
 
 /// Writes the module file of template `name` for [`model`].
-fn write(name: &str, templates: &Templates) -> Result<syn::File, TemplateError> {
+fn write(name: &str, templates: &Templates) -> Result<writer::Written, TemplateError> {
     let model = model();
     let parsed = templates.parse();
     match name {
