@@ -1,8 +1,7 @@
-//! Emitting: [`render`] formats the written syntax trees with prettyplease and seals them as the
-//! generated crate's files, [`tree`] writes them under the output folder (or compares them, for
-//! `check`). Here: the unit they pass on ([`GeneratedFile`]), where the files lie in the
-//! generated crate, and why emitting fails. The crate's `Cargo.toml` features are
-//! [`crate::manifest`]'s.
+//! Emitting: [`render`] seals the written files' text as the generated crate's files, [`tree`]
+//! writes them under the output folder (or compares them, for `check`). Here: the unit they
+//! pass on ([`GeneratedFile`]), where the files lie in the generated crate, and why emitting
+//! fails. The crate's `Cargo.toml` features are [`crate::manifest`]'s.
 
 use std::path::{Path, PathBuf};
 

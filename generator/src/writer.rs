@@ -77,7 +77,8 @@ pub enum TemplateError {
     },
 }
 
-/// A written file: its syntax tree, and its doc comments held beside it ([`Docs`]).
+/// A written file: its syntax tree, and its doc comments held beside it, each block of lines a
+/// marker attribute in the tree that [`Written::text`] replaces.
 pub struct Written {
     /// The items, each block of doc lines a marker attribute.
     pub file: syn::File,
