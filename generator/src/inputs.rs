@@ -28,6 +28,7 @@ mod lock;
 mod wheel;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::history::History;
 use crate::target::Ctk;
@@ -60,18 +61,53 @@ pub struct InputConfig {
 pub struct Inputs {
     /// The CUDA headers.
     pub headers: Headers,
+    /// Their histories, read by the first call of [`Inputs::histories`] (shared by clones).
+    histories: Arc<Later<Histories>>,
+    /// The libclang bindgen loads.
+    pub libclang: Libclang,
+}
+
+/// The older headers of a target's major, and what they give.
+#[derive(Debug)]
+pub struct Histories {
     /// The runtime functions declared by `cuda_runtime_api.h` of every pinned target of the
     /// major older than this one, and of these headers: where each runtime function's minimum
     /// version comes from.
-    pub runtime_history: History,
+    pub runtime: History,
     /// The driver ABIs declared by `cudaTypedefs.h` of the same targets: where each driver
     /// function's minimum driver comes from, where it is newer than its ABI version.
-    pub driver_history: History,
+    pub driver: History,
     /// Where the older headers came from: one line per header, `<wheel>:<path>` and the
     /// header's SHA-256 (checked against the hash-checked wheel's RECORD).
-    pub history_source: Vec<Provenance>,
-    /// The libclang bindgen loads.
-    pub libclang: Libclang,
+    pub source: Vec<Provenance>,
+}
+
+/// A value made once, by the first caller that gets it made; a caller whose making fails gets
+/// its error, and the next one tries again.
+#[derive(Debug)]
+struct Later<T> {
+    making: Mutex<()>,
+    made: OnceLock<T>,
+}
+
+impl<T> Default for Later<T> {
+    fn default() -> Self {
+        Later {
+            making: Mutex::new(()),
+            made: OnceLock::new(),
+        }
+    }
+}
+
+impl<T> Later<T> {
+    fn get<E>(&self, make: impl FnOnce() -> Result<T, E>) -> Result<&T, E> {
+        let _making = self.making.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(made) = self.made.get() {
+            return Ok(made);
+        }
+        let made = make()?;
+        Ok(self.made.get_or_init(|| made))
+    }
 }
 
 impl Inputs {
@@ -88,12 +124,13 @@ impl Inputs {
 
     /// [`Inputs::gather`] for each `(ctk, cuda_home)` of `asked`, with one libclang for all
     /// (clang-sys loads one library per process, so one check of its 61 MB is enough). The wheels
-    /// the cache lacks are downloaded first, a few at once (`prefetch`). When the cache then
-    /// holds every wheel, each target's headers and histories and the libclang are gathered on
-    /// threads of their own (mostly hashing: about 0.1 s for 12.9); when it does not, one after
-    /// the other, so that downloads and their errors (a full disk, an unreachable index) come as
-    /// a serial run gives them. Either way the error returned is the one a serial run meets
-    /// first: the first target's headers and histories, libclang, then each other target's.
+    /// the cache lacks are downloaded first, a few at once (`prefetch`), those of the histories
+    /// too. When the cache then holds every wheel, each target's headers and the libclang are
+    /// gathered on threads of their own (mostly hashing: about 0.1 s for 12.9); when it does not,
+    /// one after the other, so that downloads and their errors (a full disk, an unreachable
+    /// index) come as a serial run gives them. Either way the error returned is the one a serial
+    /// run meets first: the first target's headers, libclang, then each other target's. The
+    /// histories are read later, where they are needed ([`Inputs::histories`]).
     pub fn gather_all(
         config: &InputConfig,
         asked: &[(Ctk, Option<&Path>)],
@@ -112,13 +149,10 @@ impl Inputs {
             let skip = if cuda_home.is_none() { 0 } else { 2 };
             specs.extend(read.into_iter().skip(skip));
         }
-        // A target's own part: its headers, and their histories.
-        let part = |&(ctk, cuda_home): &(Ctk, Option<&Path>)| {
-            let headers = match cuda_home {
-                Some(dir) => local_headers(ctk, dir)?,
-                None => pinned_headers(config, ctk)?,
-            };
-            Ok::<_, InputError>((histories(config, &headers)?, headers))
+        // A target's own part: its headers.
+        let part = |&(ctk, cuda_home): &(Ctk, Option<&Path>)| match cuda_home {
+            Some(dir) => local_headers(ctk, dir),
+            None => pinned_headers(config, ctk),
         };
         let (head, clang, tail) = if prefetch(config, &specs) {
             std::thread::scope(|scope| {
@@ -142,25 +176,29 @@ impl Inputs {
         };
         let (head, clang) = (head?, clang?);
         let mut all = Vec::with_capacity(asked.len());
-        for part in std::iter::once(Ok(head)).chain(tail) {
-            let ((runtime_history, driver_history, history_source), headers) = part?;
+        for headers in std::iter::once(Ok(head)).chain(tail) {
             all.push(Inputs {
-                headers,
-                runtime_history,
-                driver_history,
-                history_source,
+                headers: headers?,
+                histories: Arc::default(),
                 libclang: clang.clone(),
             });
         }
         Ok(all)
     }
 
+    /// The histories of the headers' major, read from their cached wheels by the first call
+    /// (by either API of a one-target regen, on its thread, once bindgen has read its headers:
+    /// about 40 ms for 12.9 that no longer keep both APIs from starting).
+    pub fn histories(&self, config: &InputConfig) -> Result<&Histories, InputError> {
+        self.histories.get(|| histories(config, &self.headers))
+    }
+
     /// Every provenance line: the headers, the older runtime headers, libclang.
-    pub fn provenance(&self) -> Vec<Provenance> {
+    pub fn provenance(&self, config: &InputConfig) -> Result<Vec<Provenance>, InputError> {
         let mut all = self.headers.source.clone();
-        all.extend(self.history_source.iter().cloned());
+        all.extend(self.histories(config)?.source.iter().cloned());
         all.push(self.libclang.source.clone());
-        all
+        Ok(all)
     }
 }
 
@@ -168,10 +206,7 @@ impl Inputs {
 /// `cudaTypedefs.h` of every target the lock pins of that major and older than `headers.ctk`
 /// (read from its hash-checked headers wheel, each file checked against the wheel's RECORD,
 /// nothing unpacked), then `headers`' own; with one provenance line per older header.
-pub fn histories(
-    config: &InputConfig,
-    headers: &Headers,
-) -> Result<(History, History, Vec<Provenance>), InputError> {
+fn histories(config: &InputConfig, headers: &Headers) -> Result<Histories, InputError> {
     let ctk = headers.ctk;
     let (headers_dir, _, _) = layout(ctk)?;
     let fetcher = Fetcher::pinned(config);
@@ -203,11 +238,11 @@ pub fn histories(
     fn of(texts: &[(Ctk, String)]) -> impl Iterator<Item = (Ctk, &str)> {
         texts.iter().map(|(ctk, text)| (*ctk, text.as_str()))
     }
-    Ok((
-        History::runtime(of(&runtime)),
-        History::driver(of(&driver)),
+    Ok(Histories {
+        runtime: History::runtime(of(&runtime)),
+        driver: History::driver(of(&driver)),
         source,
-    ))
+    })
 }
 
 /// One pinned header wheel and the part of it generation reads.
@@ -418,6 +453,27 @@ pub fn libclang(config: &InputConfig) -> Result<Libclang, InputError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_later_value_is_made_once_and_a_failed_making_is_tried_again() {
+        let later = Later::default();
+        let made = std::sync::atomic::AtomicUsize::new(0);
+        let make = |ok: bool| {
+            made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            if ok { Ok(7) } else { Err("no") }
+        };
+        assert_eq!(later.get(|| make(false)), Err("no"));
+        let got: Vec<_> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| later.get(|| make(true))))
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        assert_eq!(got, vec![Ok(&7); 4]);
+        // Once by the failed call, once by the four at once.
+        assert_eq!(made.into_inner(), 2);
+    }
 
     /// The lock committed beside this crate.
     fn committed_path() -> PathBuf {

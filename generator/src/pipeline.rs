@@ -118,12 +118,8 @@ fn api_model_from(
         Api::Driver => &config.driver_list,
         Api::Runtime => &config.runtime_list,
     };
-    Ok(reader::read_api(
-        &header_set(inputs),
-        api,
-        list,
-        histories(inputs),
-    )?)
+    let history = || inputs.histories(&config.inputs);
+    Ok(reader::read_api(&header_set(inputs), api, list, history)?)
 }
 
 /// What bindgen reads of `inputs`: the headers' folders and libclang's arguments.
@@ -132,13 +128,6 @@ pub fn header_set(inputs: &Inputs) -> HeaderSet {
         ctk: inputs.headers.ctk,
         include_dirs: inputs.headers.include_dirs.clone(),
         clang_args: inputs.libclang.clang_args.clone(),
-    }
-}
-
-fn histories(inputs: &Inputs) -> reader::Histories<'_> {
-    reader::Histories {
-        runtime: &inputs.runtime_history,
-        driver: &inputs.driver_history,
     }
 }
 
@@ -166,7 +155,9 @@ fn write_target(
     let write = |api, items| write_api(inputs, templates, generator, api, items, shared);
     let driver = write(&model.driver, driver_items)?;
     let runtime = write(&model.runtime, runtime_items)?;
-    let files = finish_target(inputs, templates, generator, summary, driver, runtime)?;
+    let files = finish_target(
+        config, inputs, templates, generator, summary, driver, runtime,
+    )?;
     Ok(Generated {
         ctk: model.ctk,
         model,
@@ -213,6 +204,7 @@ fn write_api(
 /// and its `provenance.toml`, which seals the summary's digest with them (what vouches for a
 /// cached summary).
 fn finish_target(
+    config: &Config,
     inputs: &Inputs,
     templates: &ParsedTemplates,
     generator: &RecordedGenerator,
@@ -238,7 +230,7 @@ fn finish_target(
     let provenance = render::provenance_file(
         generator,
         ctk,
-        &inputs.provenance(),
+        &inputs.provenance(&config.inputs)?,
         &[&module, &driver.file, &runtime.file, &layout],
         &crate::inputs::sha256_hex(summary.to_text().as_bytes()),
     )?;
@@ -505,7 +497,7 @@ pub fn generate_crate_with(
             let output = driver.and_then(|d| runtime.map(|r| (d, r))).and_then(
                 |((driver, d_took), (runtime, r_took))| {
                     let files = finish_target(
-                        &inputs[i], &templates, &generator, summary, driver, runtime,
+                        config, &inputs[i], &templates, &generator, summary, driver, runtime,
                     )?;
                     Ok(TargetOutput {
                         ctk: summary.ctk,

@@ -18,7 +18,7 @@ use quote::ToTokens;
 
 use crate::Ctk;
 use crate::allowlist::DenyList;
-use crate::history::History;
+use crate::inputs::{Histories, InputError};
 use crate::model::{Api, ApiModel, CType, Declared, Function, Param, PerThreadVariant, TypeItems};
 
 mod fixup;
@@ -38,6 +38,9 @@ pub struct HeaderSet {
 /// Why the headers could not be read into a model.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// The histories could not be read ([`crate::inputs::Inputs::histories`]).
+    #[error(transparent)]
+    Input(#[from] InputError),
     /// libclang rejected the headers.
     #[error(
         "bindgen could not parse the {api} headers of CTK {ctk}: {message}; check the header packages (or --cuda-home) and libclang"
@@ -101,15 +104,6 @@ pub enum ReadError {
         /// The status type.
         status: &'static str,
     },
-}
-
-/// The runtime and driver [`History`] of a target's major (see [`crate::history`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Histories<'a> {
-    /// Where each runtime function's version comes from.
-    pub runtime: &'a History,
-    /// Where a driver function's minimum driver comes from, where newer than its ABI version.
-    pub driver: &'a History,
 }
 
 /// Runs bindgen once, as the reader does, and returns its output text. Used to measure the
@@ -227,12 +221,13 @@ fn run_bindgen(builder: bindgen::Builder, ctk: Ctk, api: Api) -> Result<String, 
 /// Reads one API of one target into its part of the model: each runtime function's version is
 /// the first target of the runtime history that declares it, and each driver function's minimum
 /// driver the first of the driver history that declares its ABI, where newer than that ABI's
-/// number. Also returns the items of the model's types, for the writer on this thread.
-pub fn read_api(
+/// number (`history` gives the histories once bindgen is done). Also returns the items of the
+/// model's types, for the writer on this thread.
+pub fn read_api<'h>(
     headers: &HeaderSet,
     api: Api,
     list: &DenyList,
-    history: Histories<'_>,
+    history: impl FnOnce() -> Result<&'h Histories, InputError>,
 ) -> Result<(ApiModel, TypeItems), ReadError> {
     let (builder, macros) = builder(headers, api, list);
     let text = run_bindgen(builder, headers.ctk, api)?;
@@ -300,6 +295,7 @@ pub fn read_api(
         macros: &macros,
         declared: &declared,
     };
+    let history = history()?;
     let mut functions = Vec::new();
     for decl in decls {
         let mut f = function(headers.ctk, api, decl, &lookup, history)?;
@@ -359,7 +355,7 @@ fn function(
     api: Api,
     decl: syn::ForeignItemFn,
     lookup: &Lookup<'_>,
-    history: Histories<'_>,
+    history: &Histories,
 ) -> Result<Function, ReadError> {
     let declared = decl.sig.ident.to_string();
     let params: Vec<Param> = decl
