@@ -152,12 +152,17 @@ fn write_target(
 ) -> Result<Generated, GenerateError> {
     let templates = &config.templates.parse();
     let generator = &RecordedGenerator::this(config.templates.sha256());
-    let write = |api, items| write_api(inputs, templates, generator, api, items, shared);
-    let driver = write(&model.driver, driver_items)?;
-    let runtime = write(&model.runtime, runtime_items)?;
-    let files = finish_target(
-        config, inputs, templates, generator, summary, driver, runtime,
-    )?;
+    let files = std::thread::scope(|scope| {
+        let write = |api, items| {
+            let oracle = measure(scope, inputs, api);
+            write_api(inputs, templates, generator, api, items, shared, oracle)
+        };
+        let driver = write(&model.driver, driver_items)?;
+        let runtime = write(&model.runtime, runtime_items)?;
+        finish_target(
+            config, inputs, templates, generator, summary, driver, runtime,
+        )
+    })?;
     Ok(Generated {
         ctk: model.ctk,
         model,
@@ -173,7 +178,28 @@ struct WrittenApi {
     oracle: layout::ApiOracle,
 }
 
-/// Writes, audits and seals the file of one API of a target, and has gcc measure its types.
+/// The layout oracle's numbers for the types of `api`, measured by gcc on a thread of `scope`
+/// (a tenth of a second for the driver): started as soon as the API is read, so that they are
+/// measured while the crate's shared types are decided and the file is written.
+type Measuring<'s> = std::thread::ScopedJoinHandle<'s, Result<layout::ApiOracle, LayoutError>>;
+
+/// Starts [`Measuring`] the types of `api`.
+fn measure<'s, 'e: 's>(
+    scope: &'s std::thread::Scope<'s, 'e>,
+    inputs: &'e Inputs,
+    api: &'e ApiModel,
+) -> Measuring<'s> {
+    let ctk = inputs.headers.ctk;
+    std::thread::Builder::new()
+        .name("hostcb-layout".to_owned())
+        .spawn_scoped(scope, move || {
+            layout::api_oracle(ctk, api, &inputs.headers.include_dirs)
+        })
+        .expect("spawn a layout thread")
+}
+
+/// Writes, audits and seals the file of one API of a target, and takes gcc's numbers for its
+/// types from `oracle`.
 fn write_api(
     inputs: &Inputs,
     templates: &ParsedTemplates,
@@ -181,23 +207,15 @@ fn write_api(
     api: &ApiModel,
     items: TypeItems,
     shared: &BTreeSet<String>,
+    oracle: Measuring<'_>,
 ) -> Result<WrittenApi, GenerateError> {
     let ctk = inputs.headers.ctk;
     let path = emit::target_dir(ctk).join(format!("{}.rs", api.api.as_str()));
-    // gcc measures the types (a tenth of a second for the driver) while the file is written.
-    std::thread::scope(|scope| {
-        let oracle = std::thread::Builder::new()
-            .name("hostcb-layout".to_owned())
-            .spawn_scoped(scope, || {
-                layout::api_oracle(ctk, api, &inputs.headers.include_dirs)
-            })
-            .expect("spawn a layout thread");
-        let written = filled(&path, writer::write_api(ctk, api, items, templates, shared))?;
-        audited(ctk, api, shared, &written.file)?;
-        let file = render::rust_file(generator, Some(ctk), path, written.text())?;
-        let oracle = oracle.join().expect("the layout thread does not panic")?;
-        Ok(WrittenApi { file, oracle })
-    })
+    let written = filled(&path, writer::write_api(ctk, api, items, templates, shared))?;
+    audited(ctk, api, shared, &written.file)?;
+    let file = render::rust_file(generator, Some(ctk), path, written.text())?;
+    let oracle = oracle.join().expect("the layout thread does not panic")?;
+    Ok(WrittenApi { file, oracle })
 }
 
 /// A target's files from its two written APIs: its `mod.rs`, the two API files, its `layout.rs`
@@ -410,18 +428,23 @@ pub fn generate_crate_with(
                         }
                     };
                     let part = SummaryPart::of(&model);
-                    if sender.send(Message::Part(i, api, Ok(part))).is_err() {
-                        return;
-                    }
-                    let (Job::Generate(_), Some(names)) = (job, decision.wait()) else {
-                        return;
-                    };
-                    let _permit = gate.take();
-                    let resumed = Instant::now();
-                    let templates = config.templates.parse();
-                    let output = write_api(inputs, &templates, generator, &model, items, &names)
-                        .map(|w| (w, took + resumed.elapsed()));
-                    _ = sender.send(Message::Written(i, api, output));
+                    std::thread::scope(|scope| {
+                        let oracle =
+                            matches!(job, Job::Generate(_)).then(|| measure(scope, inputs, &model));
+                        if sender.send(Message::Part(i, api, Ok(part))).is_err() {
+                            return;
+                        }
+                        let (Some(oracle), Some(names)) = (oracle, decision.wait()) else {
+                            return;
+                        };
+                        let _permit = gate.take();
+                        let resumed = Instant::now();
+                        let templates = config.templates.parse();
+                        let output =
+                            write_api(inputs, &templates, generator, &model, items, &names, oracle)
+                                .map(|w| (w, took + resumed.elapsed()));
+                        _ = sender.send(Message::Written(i, api, output));
+                    });
                 })
                 .expect("spawn a generator thread");
         }
