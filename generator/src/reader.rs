@@ -289,10 +289,19 @@ pub fn read_api<'h>(
     }
 
     let declared: BTreeSet<String> = decls.iter().map(|d| d.sig.ident.to_string()).collect();
+    let mut renames: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (name, tokens) in &macros {
+        let target = match tokens.as_slice() {
+            [t] => t,
+            [_, open, t, close] if open == "(" && close == ")" => t,
+            _ => continue,
+        };
+        renames.entry(target).or_default().push(name);
+    }
     let lookup = Lookup {
         pfns: &pfns,
         aliases: &aliases,
-        macros: &macros,
+        renames: &renames,
         declared: &declared,
     };
     let history = history()?;
@@ -344,8 +353,9 @@ struct Lookup<'a> {
     pfns: &'a BTreeMap<String, Vec<CType>>,
     /// Type aliases, to compare signatures through them.
     aliases: &'a HashMap<String, CType>,
-    /// The header's object-like macros.
-    macros: &'a HashMap<String, Vec<String>>,
+    /// The header's object-like macros that name one identifier (`#define cuX cuX_v2`,
+    /// `#define cuX __CUDA_API_PTSZ(cuX_v2)`), by that identifier.
+    renames: &'a HashMap<&'a str, Vec<&'a str>>,
     /// Every declared function's name.
     declared: &'a BTreeSet<String>,
 }
@@ -415,26 +425,19 @@ fn function(
 
     // Alias macros: `#define cuX cuX_v2`, `#define cuX __CUDA_API_PTSZ(cuX_v2)`, and the runtime's
     // `#define cudaX __CUDART_API_PTSZ(cudaX)`.
-    let mut fn_aliases = Vec::new();
-    for (macro_name, tokens) in lookup.macros {
-        let target = match tokens.as_slice() {
-            [t] => t,
-            [_, open, t, close] if open == "(" && close == ")" => t,
-            _ => continue,
-        };
-        let target_matches = match api {
-            Api::Driver => *target == name,
-            // With the per-thread define live, `__CUDART_API_PTSZ(cudaX)` names `cudaX` here.
-            Api::Runtime => *target == name || *target == declared,
-        };
-        if !target_matches {
-            continue;
-        }
-        if *macro_name != name {
-            fn_aliases.push(macro_name.clone());
-        }
-    }
+    let targets = match api {
+        Api::Driver => vec![name.as_str()],
+        // With the per-thread define live, `__CUDART_API_PTSZ(cudaX)` names `cudaX` here.
+        Api::Runtime => vec![name.as_str(), declared.as_str()],
+    };
+    let mut fn_aliases: Vec<String> = (targets.iter())
+        .filter_map(|t| lookup.renames.get(t))
+        .flatten()
+        .filter(|m| **m != name)
+        .map(|m| m.to_string())
+        .collect();
     fn_aliases.sort();
+    fn_aliases.dedup();
 
     let (base, version, needs, per_thread) = match api {
         Api::Driver => {
@@ -442,10 +445,12 @@ fn function(
             // `cuEventElapsedTime` beside `cuEventElapsedTime_v2`) is the oldest ABI of its base:
             // a C program calling it links the export of that name, whose semantics are the
             // first version's, even where a newer typedef has the same signature.
-            let oldest = lookup.declared.iter().any(|d| {
-                d.strip_prefix(declared.as_str())
-                    .is_some_and(is_version_suffix)
-            });
+            let oldest = (lookup.declared.range::<str, _>(from(&declared)))
+                .take_while(|d| d.starts_with(declared.as_str()))
+                .any(|d| {
+                    d.strip_prefix(declared.as_str())
+                        .is_some_and(is_version_suffix)
+                });
             let (base, version) = abi_version(&declared, &params, lookup, oldest)?;
             let per_thread = per_thread_version(&declared, &base, &params, lookup);
             // The oldest driver that can be shown to have these ABIs: the first header of the
@@ -537,11 +542,24 @@ fn abi_ordinal(declared: &str, base: &str) -> Option<usize> {
 /// The versions of every legacy `PFN_<base>_v<version>` typedef, whatever their signature.
 fn typedef_versions(base: &str, lookup: &Lookup<'_>) -> Vec<u32> {
     let prefix = format!("PFN_{base}_v");
-    lookup
-        .pfns
-        .keys()
-        .filter_map(|name| name.strip_prefix(&prefix)?.parse().ok())
+    starting_with(lookup.pfns, &prefix)
+        .filter_map(|(name, _)| name.strip_prefix(&prefix)?.parse().ok())
         .collect()
+}
+
+/// The entries of `map` whose key starts with `prefix`: a range of the sorted keys, not a walk
+/// of all (a driver header has about a thousand `PFN_` typedefs, each function looks a few times).
+fn starting_with<'m, V>(
+    map: &'m BTreeMap<String, V>,
+    prefix: &str,
+) -> impl Iterator<Item = (&'m String, &'m V)> {
+    map.range::<str, _>(from(prefix))
+        .take_while(move |(key, _)| key.starts_with(prefix))
+}
+
+/// The sorted strings from `first` on.
+fn from(first: &str) -> (std::ops::Bound<&str>, std::ops::Bound<&str>) {
+    (std::ops::Bound::Included(first), std::ops::Bound::Unbounded)
 }
 
 /// The versions `v` of the typedefs `PFN_<base>_v<v><suffix>` whose parameters match `params`.
@@ -551,9 +569,7 @@ fn matching_versions(base: &str, suffix: &str, params: &[Param], lookup: &Lookup
         .map(|p| canonical(&p.ty, lookup.aliases, 0))
         .collect();
     let prefix = format!("PFN_{base}_v");
-    lookup
-        .pfns
-        .iter()
+    starting_with(lookup.pfns, &prefix)
         .filter_map(|(name, f)| {
             let version: u32 = name
                 .strip_prefix(&prefix)?
