@@ -146,7 +146,9 @@ impl Docs {
             let prefix = before.trim_start_matches(' ');
             let indent = &before[..before.len() - prefix.len()];
             let index = rest[at + 1..end].parse::<usize>().ok();
-            // clang drops a NUL of a header, and the writer writes none: a NUL is a marker.
+            // Only a marker's NUL is printed outside a block: the writer's doc lines outside blocks
+            // are its own or its templates' (which Templates::load refuses with a NUL), and
+            // prettyplease escapes NULs in literals.
             let (Some(n), "///" | "//!") = (
                 index.filter(|&n| n < expanded.len() && !expanded[n]),
                 prefix,
@@ -191,8 +193,15 @@ impl Templates {
         let (mut sources, mut hashed) = (Vec::new(), Vec::new());
         for name in TEMPLATE_FILES {
             let path = dir.join(name);
-            let text = std::fs::read_to_string(&path)
-                .map_err(|source| TemplateError::Read { path, source })?;
+            let text = std::fs::read_to_string(&path).map_err(|source| TemplateError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            // A NUL printed outside a block of doc lines would read as a marker ([`Docs`]).
+            if text.contains('\0') {
+                let problem = "holds a NUL character: remove it".to_owned();
+                return Err(TemplateError::Shape { path, problem });
+            }
             for part in [name.as_bytes(), &[0], &(text.len() as u64).to_le_bytes()] {
                 hashed.extend_from_slice(part);
             }
@@ -1215,6 +1224,24 @@ mod tests {
         let text = std::fs::read_to_string(&layout).unwrap();
         std::fs::write(&layout, format!("{text}// a comment\n")).unwrap();
         assert_ne!(Templates::load(dir.path()).unwrap().sha256(), hash);
+    }
+
+    #[test]
+    fn a_template_with_a_nul_is_refused() {
+        let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates");
+        let dir = tempfile::tempdir().unwrap();
+        for name in TEMPLATE_FILES {
+            std::fs::copy(real.join(name), dir.path().join(name)).unwrap();
+        }
+        assert!(Templates::load(dir.path()).is_ok());
+        let lifetime = dir.path().join("host_function_lifetime.md");
+        let text = std::fs::read_to_string(&lifetime).unwrap();
+        std::fs::write(&lifetime, format!("{text}a \0 in a line\n")).unwrap();
+        let error = Templates::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("host_function_lifetime.md holds a NUL"),
+            "{error}"
+        );
     }
 
     #[test]
