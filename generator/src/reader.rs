@@ -197,6 +197,11 @@ fn builder(headers: &HeaderSet, api: Api, deny: &DenyList) -> (bindgen::Builder,
         .use_core()
         .ctypes_prefix("::core::ffi")
         .formatter(bindgen::Formatter::None)
+        // Not the include folders of whatever `clang` the machine's PATH (or `llvm-config`)
+        // names: bindgen would run it on every parse and add its folders after the generator's
+        // own, so that the output could depend on what the machine has installed. The generator's
+        // folders are all the headers need (`Libclang::clang_args`).
+        .detect_include_paths(false)
         .parse_callbacks(Box::new(Callbacks {
             macros: macros.clone(),
         }));

@@ -206,3 +206,32 @@ fn out_writes_for_the_trees_own_target_list() {
         "the same list gives the same module list"
     );
 }
+
+/// Regen runs nothing that the caller's `PATH` names `clang` or `llvm-config`. bindgen, unless
+/// told not to, looks for a clang (asking `llvm-config`, then `PATH`) and runs it to add its system
+/// include folders after the generator's own: the output would then depend on what the machine
+/// has installed, and each parse would run whatever answers to those names.
+#[test]
+fn regen_runs_no_clang_or_llvm_config_from_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let out = crate_folder();
+    let bin = tempfile::tempdir().unwrap();
+    let ran = bin.path().join("ran");
+    for name in ["clang", "llvm-config"] {
+        let script = bin.path().join(name);
+        let body = format!(
+            "#!/bin/sh\necho {name} \"$@\" >> '{}'\nexit 1\n",
+            ran.display()
+        );
+        std::fs::write(&script, body).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(
+        std::iter::once(bin.path().to_path_buf()).chain(std::env::split_paths(&path)),
+    )
+    .unwrap();
+    succeeds(regen_12_9(out.path()).env("PATH", path));
+    let ran = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert!(ran.is_empty(), "regen ran:\n{ran}");
+}
