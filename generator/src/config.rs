@@ -24,6 +24,47 @@ pub struct Environment {
     pub inputs_cache: Option<PathBuf>,
 }
 
+/// Variables of the process environment that bindgen, libclang or gcc read on their own and
+/// that would change what they make of the headers: bindgen's extra clang arguments (also per
+/// target, `BINDGEN_EXTRA_CLANG_ARGS_<target>`) and `TARGET` (its clang target), the include
+/// folders clang and gcc search before their own (`CPATH` and friends: a `stdlib.h` there is read
+/// in place of the system's), and what makes gcc run another compiler or write dependency files.
+pub const FOREIGN_VARIABLES: [&str; 10] = [
+    "BINDGEN_EXTRA_CLANG_ARGS",
+    "TARGET",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "OBJC_INCLUDE_PATH",
+    "GCC_EXEC_PREFIX",
+    "COMPILER_PATH",
+    "DEPENDENCIES_OUTPUT",
+    "SUNPRO_DEPENDENCIES",
+];
+
+/// Removes the [`FOREIGN_VARIABLES`] (and `BINDGEN_EXTRA_CLANG_ARGS_*`) from this process's
+/// environment, so that no generation depends on them, and returns the names of those that were
+/// set (sorted), for the caller to warn of.
+///
+/// # Safety
+///
+/// No other thread may run (or read the environment) meanwhile: call it first thing in `main`.
+pub unsafe fn remove_foreign_variables() -> Vec<String> {
+    let foreign = |name: &str| {
+        FOREIGN_VARIABLES.contains(&name) || name.starts_with("BINDGEN_EXTRA_CLANG_ARGS_")
+    };
+    let mut removed: Vec<String> = std::env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .filter(|name| foreign(name))
+        .collect();
+    removed.sort();
+    for name in &removed {
+        // SAFETY: the caller runs this before any other thread.
+        unsafe { std::env::remove_var(name) };
+    }
+    removed
+}
+
 impl Environment {
     /// `LIBCLANG_PATH` and `HOSTCB_INPUTS_CACHE` of this process (empty counts as unset).
     pub fn of_process() -> Self {

@@ -157,6 +157,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in main, before any other thread starts.
+    for name in unsafe { hostcb_generator::config::remove_foreign_variables() } {
+        eprintln!(
+            "warning: ignoring {name} of the environment: the generated files depend only on the pinned inputs"
+        );
+    }
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => code,

@@ -235,3 +235,42 @@ fn regen_runs_no_clang_or_llvm_config_from_path() {
     let ran = std::fs::read_to_string(&ran).unwrap_or_default();
     assert!(ran.is_empty(), "regen ran:\n{ran}");
 }
+
+/// What bindgen, libclang and gcc would read of the environment on their own (bindgen's extra
+/// clang arguments and target, the include folders clang and gcc search before their own) is
+/// removed, with a warning each: `check` still finds every committed file made from the pinned
+/// inputs. Before, a `stdlib.h` in `CPATH` was read in place of the system's.
+#[test]
+fn the_compilers_environment_changes_nothing() {
+    let poison = tempfile::tempdir().unwrap();
+    for header in ["stdlib.h", "stddef.h", "limits.h"] {
+        std::fs::write(poison.path().join(header), "#error read from CPATH\n").unwrap();
+    }
+    let stderr = succeeds(
+        xtask(&workspace(), &["check"])
+            .env("CPATH", poison.path())
+            .env("C_INCLUDE_PATH", poison.path())
+            .env("BINDGEN_EXTRA_CLANG_ARGS", "-include /nonexistent/poison.h")
+            .env(
+                "BINDGEN_EXTRA_CLANG_ARGS_x86_64-unknown-linux-gnu",
+                "-DCUresult=int",
+            )
+            .env("TARGET", "aarch64-unknown-linux-gnu"),
+    );
+    assert!(
+        stderr.contains("generated files match the committed ones"),
+        "{stderr}"
+    );
+    for name in [
+        "BINDGEN_EXTRA_CLANG_ARGS",
+        "BINDGEN_EXTRA_CLANG_ARGS_x86_64-unknown-linux-gnu",
+        "CPATH",
+        "C_INCLUDE_PATH",
+        "TARGET",
+    ] {
+        assert!(
+            stderr.contains(&format!("warning: ignoring {name} of the environment")),
+            "{name}: {stderr}"
+        );
+    }
+}
