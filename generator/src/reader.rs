@@ -727,10 +727,22 @@ fn from_type(i: &syn::ItemImpl) -> Option<String> {
 
 /// For bindgen's layout-check blocks: the `T` of the first `size_of::<T>()`.
 fn first_generic_type(item: &syn::Item) -> Option<String> {
-    let text = item.to_token_stream().to_string();
-    let start = text.find("size_of :: < ")? + "size_of :: < ".len();
-    let rest = &text[start..];
-    Some(rest[..rest.find(' ')?].to_owned())
+    struct First(Option<String>);
+    impl<'ast> syn::visit::Visit<'ast> for First {
+        fn visit_path_segment(&mut self, segment: &'ast syn::PathSegment) {
+            if self.0.is_none()
+                && segment.ident == "size_of"
+                && let syn::PathArguments::AngleBracketed(a) = &segment.arguments
+                && let Some(syn::GenericArgument::Type(t)) = a.args.first()
+            {
+                self.0 = Some(t.to_token_stream().to_string());
+            }
+            syn::visit::visit_path_segment(self, segment);
+        }
+    }
+    let mut first = First(None);
+    syn::visit::Visit::visit_item(&mut first, item);
+    first.0
 }
 
 #[cfg(test)]
