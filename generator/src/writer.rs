@@ -146,17 +146,17 @@ impl Docs {
             let prefix = before.trim_start_matches(' ');
             let indent = &before[..before.len() - prefix.len()];
             let index = rest[at + 1..end].parse::<usize>().ok();
-            // Only a marker's NUL is printed outside a block: the writer's doc lines outside blocks
-            // are its own or its templates' (which Templates::load refuses with a NUL), and
-            // prettyplease escapes NULs in literals.
-            let (Some(n), "///" | "//!") = (
-                index.filter(|&n| n < expanded.len() && !expanded[n]),
-                prefix,
-            ) else {
-                unreachable!(
-                    "a NUL in printed Rust is a doc marker of this file, used once, on a line of its own"
-                )
+            // Any other NUL (of a header's comment that reached the output other than through a
+            // block) is text: copied as it is.
+            let (Some(n), "///" | "//!") = (index.filter(|&n| n < expanded.len()), prefix) else {
+                out.push_str(&rest[..=at]);
+                rest = &rest[at + 1..];
+                continue;
             };
+            // A line that reads as a marker used already: a doc line spelt like one. The
+            // writer's doc lines outside blocks are its own or its templates' (which
+            // Templates::load refuses with a NUL), so this is never a header's.
+            assert!(!expanded[n], "a doc marker is printed once");
             expanded[n] = true;
             out.push_str(&rest[..start]);
             for (i, line) in self.blocks[n].iter().enumerate() {
@@ -1319,6 +1319,24 @@ mod tests {
         assert_eq!((markers, none), (7, 0));
         assert_eq!(marked, per_line);
         assert!(marked.contains("    /// Nested.\n") && marked.contains("//! Module.\n//!\n"));
+    }
+
+    #[test]
+    fn a_nul_that_is_no_marker_is_text_and_a_marker_prints_once() {
+        let mut docs = Docs::default();
+        let lines = vec![" a  ".to_owned(), String::new()];
+        docs.attrs(syn::AttrStyle::Outer, lines);
+        let text = "/// x\0y\n    ///\u{0}0\n///\u{0}7\nfn f() {}\n".to_owned();
+        assert_eq!(
+            docs.expand(text),
+            "/// x\0y\n    /// a\n    ///\n///\u{0}7\nfn f() {}\n"
+        );
+        let twice = "///\u{0}0\n///\u{0}0\n".to_owned();
+        let panicked = std::panic::catch_unwind(|| docs.expand(twice)).unwrap_err();
+        assert_eq!(
+            panicked.downcast_ref::<&str>(),
+            Some(&"a doc marker is printed once")
+        );
     }
 
     #[test]
