@@ -392,8 +392,11 @@ pub fn generate_crate_with(
     // (crate::shared: that needs every target's types), and each generated API's thread writes
     // its file with that decision; this thread then makes the target's other files from both.
     // The two APIs of a target share nothing until then, so a one-target regen uses two cores.
-    let halves: Vec<(usize, Api)> = (0..jobs.len())
-        .flat_map(|i| [(i, Api::Driver), (i, Api::Runtime)])
+    // Every driver first: each takes about twice its runtime's time, and the last read holds
+    // every writer back, so the long ones start while the short ones fill the cores later.
+    let halves: Vec<(usize, Api)> = [Api::Driver, Api::Runtime]
+        .into_iter()
+        .flat_map(|api| (0..jobs.len()).map(move |i| (i, api)))
         .collect();
     let gate = Gate::new(threads.clamp(1, halves.len().max(1)));
     let decision = Decision::default();
