@@ -43,22 +43,23 @@ pub const FOREIGN_VARIABLES: [&str; 10] = [
 ];
 
 /// Removes the [`FOREIGN_VARIABLES`] (and `BINDGEN_EXTRA_CLANG_ARGS_*`) from this process's
-/// environment, so that no generation depends on them, and returns the names of those that were
-/// set (sorted), for the caller to warn of.
+/// environment, so that no generation depends on them, and returns those that were set, with
+/// their values (sorted by name): for the caller to warn of, and to give back to the programs it
+/// runs (cargo rebuilds bindgen when a variable its build script names changes).
 ///
 /// # Safety
 ///
 /// No other thread may run (or read the environment) meanwhile: call it first thing in `main`.
-pub unsafe fn remove_foreign_variables() -> Vec<String> {
+pub unsafe fn remove_foreign_variables() -> Vec<(String, std::ffi::OsString)> {
     let foreign = |name: &str| {
         FOREIGN_VARIABLES.contains(&name) || name.starts_with("BINDGEN_EXTRA_CLANG_ARGS_")
     };
-    let mut removed: Vec<String> = std::env::vars_os()
-        .filter_map(|(name, _)| name.into_string().ok())
-        .filter(|name| foreign(name))
+    let mut removed: Vec<(String, std::ffi::OsString)> = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value)))
+        .filter(|(name, _)| foreign(name))
         .collect();
     removed.sort();
-    for name in &removed {
+    for (name, _) in &removed {
         // SAFETY: the caller runs this before any other thread.
         unsafe { std::env::remove_var(name) };
     }

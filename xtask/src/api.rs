@@ -27,7 +27,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context as _, bail};
 use serde_json::Value;
@@ -203,8 +202,7 @@ fn workspace_version(root: &Path) -> anyhow::Result<String> {
 /// in one cargo run: each crate's docs beside the check of another's (cuda-hostcb's, which the
 /// safe layer's docs need), not one after the other.
 fn build_rustdoc_json(root: &Path, target_dir: &Path) -> anyhow::Result<()> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
+    let status = crate::cargo()
         .args(["doc", "--no-deps", "--quiet", "--all-features"])
         .args(LISTED.iter().flat_map(|l| ["-p", l.package]))
         .arg("--target-dir")

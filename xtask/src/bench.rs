@@ -387,8 +387,7 @@ fn cargo_build(ws: &Config, target_dir: &Path, features: &str) -> anyhow::Result
 
 /// Runs cargo with `args` at the workspace root with `CARGO_TARGET_DIR=target_dir`.
 fn cargo(ws: &Config, target_dir: &Path, args: &[&str]) -> anyhow::Result<()> {
-    let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(program)
+    let out = crate::cargo()
         .current_dir(&ws.root)
         .env("CARGO_TARGET_DIR", target_dir)
         .args(args)

@@ -3,7 +3,6 @@
 //! GPU), the concurrent protocols' models under loom, and the instruction budgets of the CPU
 //! bench over the stub driver (bench/cpu/budgets.txt), the last two built in release.
 
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::bail;
@@ -97,14 +96,13 @@ const STEPS: &[Step] = &[
 
 /// Runs every step, reports each, and fails if any failed.
 pub fn run(root: &std::path::Path) -> anyhow::Result<()> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut failed = Vec::new();
     let mut report = Vec::new();
     for step in STEPS {
         eprintln!("==> {}: cargo {}", step.name, step.args.join(" "));
         let started = Instant::now();
         let cpu_before = children_cpu_seconds();
-        let status = Command::new(&cargo)
+        let status = crate::cargo()
             .args(step.args)
             .envs(step.env.iter().copied())
             .current_dir(root)

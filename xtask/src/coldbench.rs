@@ -230,7 +230,7 @@ fn project(dir: &Path, dependency: &str, import: &str) -> anyhow::Result<PathBuf
 }
 
 fn cargo(dir: &Path) -> Command {
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    let mut cmd = crate::cargo();
     cmd.current_dir(dir);
     cmd
 }
@@ -244,7 +244,8 @@ fn cold_build(dir: &Path, release: bool) -> anyhow::Result<Times> {
     }
     let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new("/usr/bin/time");
-    cmd.current_dir(dir)
+    cmd.envs(crate::foreign_variables())
+        .current_dir(dir)
         .env("CARGO_TARGET_DIR", &target)
         .args(["-f", "hostcb-time %e %U %S"])
         .arg(program)

@@ -4,8 +4,6 @@
 //! repeat a run with `--seed`), in a release build; each prints its cases per second and its
 //! findings.
 
-use std::process::Command;
-
 use anyhow::bail;
 
 /// `cargo xtask fuzz` arguments.
@@ -36,8 +34,7 @@ pub fn run(root: &std::path::Path, args: Args) -> anyhow::Result<()> {
         "fuzz: {} s per target, seed {seed} (repeat with --seed {seed})",
         args.seconds
     );
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
+    let status = crate::cargo()
         .args([
             "test",
             "--release",

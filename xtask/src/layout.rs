@@ -143,8 +143,7 @@ pub fn oracle(ws: &Config, args: &Args) -> anyhow::Result<(String, usize)> {
         ctks.len(),
         work.display()
     );
-    let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(program)
+    let out = crate::cargo()
         .current_dir(&work)
         .env("CARGO_TARGET_DIR", base.join("build"))
         // A scratch copy gains nothing from incremental state, which is most of its disk.

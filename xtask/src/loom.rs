@@ -6,8 +6,6 @@
 //! test run: loom's dependencies there would change the features of the generator's (regex), so
 //! that the dev build of `cargo xtask` and that of the tests could share nothing above them.
 
-use std::process::Command;
-
 use anyhow::bail;
 
 /// `cargo xtask loom` arguments.
@@ -24,8 +22,7 @@ pub struct Args {
 
 /// Runs the models under loom.
 pub fn run(root: &std::path::Path, args: Args) -> anyhow::Result<()> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    let mut command = crate::cargo();
     command
         .args([
             "test",

@@ -156,13 +156,34 @@ enum Command {
     },
 }
 
+/// What `main` removed of the environment ([`hostcb_generator::config::remove_foreign_variables`]),
+/// given back to the cargo it runs ([`cargo`]): a cargo run without a variable that bindgen's
+/// build script names rebuilds bindgen, and the next `cargo xtask`, with it, rebuilds it again.
+static FOREIGN: std::sync::OnceLock<Vec<(String, std::ffi::OsString)>> = std::sync::OnceLock::new();
+
+/// The variables of [`FOREIGN`].
+pub fn foreign_variables() -> impl Iterator<Item = (&'static String, &'static std::ffi::OsString)> {
+    FOREIGN.get().into_iter().flatten().map(|(n, v)| (n, v))
+}
+
+/// The cargo that runs this (`$CARGO`, else `cargo`), with the environment this process was
+/// given.
+pub fn cargo() -> std::process::Command {
+    let mut cmd =
+        std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.envs(foreign_variables());
+    cmd
+}
+
 fn main() -> ExitCode {
     // SAFETY: first thing in main, before any other thread starts.
-    for name in unsafe { hostcb_generator::config::remove_foreign_variables() } {
+    let removed = unsafe { hostcb_generator::config::remove_foreign_variables() };
+    for (name, _) in &removed {
         eprintln!(
             "warning: ignoring {name} of the environment: the generated files depend only on the pinned inputs"
         );
     }
+    FOREIGN.get_or_init(|| removed);
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => code,

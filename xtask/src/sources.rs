@@ -107,6 +107,7 @@ pub fn ensure_built_from(root: &Path) -> anyhow::Result<()> {
         root.display()
     );
     let status = std::process::Command::new(cargo)
+        .envs(crate::foreign_variables())
         .args(["run", "--package", "xtask", "--manifest-path"])
         .arg(root.join("Cargo.toml"))
         .arg("--")

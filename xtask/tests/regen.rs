@@ -274,3 +274,29 @@ fn the_compilers_environment_changes_nothing() {
         );
     }
 }
+
+/// What the xtask removes of the environment it gives back to the cargo it runs: cargo rebuilds
+/// bindgen when a variable its build script names changes, so a cargo run without it would
+/// rebuild bindgen, and the next `cargo xtask` (with it) rebuild it again.
+#[test]
+fn the_cargo_the_xtask_runs_gets_the_environment_it_was_given() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    let seen = bin.path().join("seen");
+    let cargo = bin.path().join("cargo");
+    let body = format!(
+        "#!/bin/sh\necho \"[$BINDGEN_EXTRA_CLANG_ARGS] [$CPATH]\" > '{}'\n",
+        seen.display()
+    );
+    std::fs::write(&cargo, body).unwrap();
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let stderr = succeeds(
+        xtask(&workspace(), &["loom"])
+            .env("CARGO", &cargo)
+            .env("BINDGEN_EXTRA_CLANG_ARGS", "-DX")
+            .env("CPATH", bin.path()),
+    );
+    assert!(stderr.contains("warning: ignoring CPATH"), "{stderr}");
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(seen.trim(), format!("[-DX] [{}]", bin.path().display()));
+}
