@@ -280,7 +280,7 @@ fn the_readme_backport_leaves_the_maintenance_branch_green() {
 
     // The README's steps, as written, on the maintenance branch (main fetched as origin/main).
     let steps = readme_backport_steps();
-    let ran = Command::new("sh")
+    let ran = crate::fixture::hermetic(&mut Command::new("sh"))
         .args(["-e", "-x", "-c", &steps])
         .current_dir(&maint)
         .env_remove("CARGO_MANIFEST_DIR")

@@ -1210,6 +1210,7 @@ fn on_a_small_disk(
         return None;
     }
     let mut cmd = Command::new("unshare");
+    crate::fixture::hermetic(&mut cmd);
     cmd.args([
         "-rm",
         "sh",

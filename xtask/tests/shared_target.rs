@@ -74,7 +74,7 @@ fn cargo_xtask_in_the_older_checkout_runs_its_own_generator() {
 
     // The binary is B's now; run directly in A (not through cargo), it cannot rebuild: one line
     // says what to do.
-    let out = Command::new(target.join("debug/xtask"))
+    let out = crate::fixture::hermetic(&mut Command::new(target.join("debug/xtask")))
         .args(["check", "--ctk", "13.0"])
         .current_dir(&a)
         .env_remove("CARGO")
