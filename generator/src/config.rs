@@ -42,6 +42,12 @@ pub const FOREIGN_VARIABLES: [&str; 10] = [
     "SUNPRO_DEPENDENCIES",
 ];
 
+/// Whether the variable `name` is one of the [`FOREIGN_VARIABLES`], or bindgen's extra clang
+/// arguments for one target (`BINDGEN_EXTRA_CLANG_ARGS_<target>`).
+pub fn is_foreign_variable(name: &str) -> bool {
+    FOREIGN_VARIABLES.contains(&name) || name.starts_with("BINDGEN_EXTRA_CLANG_ARGS_")
+}
+
 /// Removes the [`FOREIGN_VARIABLES`] (and `BINDGEN_EXTRA_CLANG_ARGS_*`) from this process's
 /// environment, so that no generation depends on them, and returns those that were set, with
 /// their values (sorted by name): for the caller to warn of, and to give back to the programs it
@@ -51,12 +57,9 @@ pub const FOREIGN_VARIABLES: [&str; 10] = [
 ///
 /// No other thread may run (or read the environment) meanwhile: call it first thing in `main`.
 pub unsafe fn remove_foreign_variables() -> Vec<(String, std::ffi::OsString)> {
-    let foreign = |name: &str| {
-        FOREIGN_VARIABLES.contains(&name) || name.starts_with("BINDGEN_EXTRA_CLANG_ARGS_")
-    };
     let mut removed: Vec<(String, std::ffi::OsString)> = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value)))
-        .filter(|(name, _)| foreign(name))
+        .filter(|(name, _)| is_foreign_variable(name))
         .collect();
     removed.sort();
     for (name, _) in &removed {
