@@ -94,7 +94,8 @@ impl Written {
 
 /// Doc comments held beside a syntax tree instead of in it. Docs are half the lines the writer
 /// emits, and as one `#[doc = "line"]` each, every line was escaped into a string literal for
-/// prettyplease to unescape again (about a tenth of writing a file). A block of lines is one
+/// prettyplease to unescape again (`regen --ctk all` took 2.46 s of CPU that way against 2.35 s
+/// this way, on 2 cores, medians of eight interleaved runs). A block of lines is one
 /// attribute instead, `#[doc = "\0N"]` (N: its index), which prettyplease prints as the line
 /// `///\0N` and [`Docs::expand`] replaces with the block's lines, printed as prettyplease
 /// prints a doc attribute of one line: `///` (`//!` inside), the line less its trailing
@@ -1206,13 +1207,19 @@ pub fn compatibility_table(models: &[&Summary]) -> Vec<String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_templates_hash_is_of_the_template_bytes_read() {
+    /// The committed templates' folder, and a copy of its template files.
+    fn templates_copy() -> (PathBuf, tempfile::TempDir) {
         let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates");
         let dir = tempfile::tempdir().unwrap();
         for name in TEMPLATE_FILES {
             std::fs::copy(real.join(name), dir.path().join(name)).unwrap();
         }
+        (real, dir)
+    }
+
+    #[test]
+    fn the_templates_hash_is_of_the_template_bytes_read() {
+        let (real, dir) = templates_copy();
         let hash = Templates::load(dir.path()).unwrap().sha256().to_owned();
         assert_eq!(hash.len(), 64);
         assert_eq!(Templates::load(&real).unwrap().sha256(), hash);
@@ -1228,11 +1235,7 @@ mod tests {
 
     #[test]
     fn a_template_with_a_nul_is_refused() {
-        let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates");
-        let dir = tempfile::tempdir().unwrap();
-        for name in TEMPLATE_FILES {
-            std::fs::copy(real.join(name), dir.path().join(name)).unwrap();
-        }
+        let (_, dir) = templates_copy();
         assert!(Templates::load(dir.path()).is_ok());
         let lifetime = dir.path().join("host_function_lifetime.md");
         let text = std::fs::read_to_string(&lifetime).unwrap();
