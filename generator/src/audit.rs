@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use quote::ToTokens;
 use syn::visit::{self, Visit};
 
-use crate::model::{CType, Definitions};
+use crate::model::{CType, Definitions, Shape};
 
 /// The functions a host-function wrapper may call besides its entry point: they map the status
 /// code to a `Result` and see no parameter.
@@ -56,7 +56,7 @@ pub fn host_function_wrappers<'a>(
     file: &'a syn::File,
     common: &Definitions,
 ) -> Vec<&'a syn::ItemFn> {
-    let mut defined = Definitions::of(&file.items);
+    let mut defined = definitions(&file.items);
     for (name, shape) in &common.shapes {
         defined
             .shapes
@@ -77,6 +77,34 @@ pub fn host_function_wrappers<'a>(
             _ => None,
         })
         .collect()
+}
+
+/// The shapes of the types that `items` (a generated file's) define: what the audit needs of
+/// them to tell which types carry a host function ([`Definitions::host_function_types`]).
+pub fn definitions(items: &[syn::Item]) -> Definitions {
+    fn named<'a>(fields: impl IntoIterator<Item = &'a syn::Field>) -> Vec<(String, CType)> {
+        fields
+            .into_iter()
+            .filter_map(|f| Some((f.ident.as_ref()?.to_string(), CType::of(&f.ty))))
+            .collect()
+    }
+    let mut d = Definitions::default();
+    for item in items {
+        let (name, shape) = match item {
+            syn::Item::Struct(s) => match &s.fields {
+                syn::Fields::Named(_) => (&s.ident, Shape::Struct(named(&s.fields))),
+                fields => (
+                    &s.ident,
+                    Shape::Tuple(fields.iter().map(|f| CType::of(&f.ty)).collect()),
+                ),
+            },
+            syn::Item::Union(u) => (&u.ident, Shape::Union(named(&u.fields.named))),
+            syn::Item::Type(a) => (&a.ident, Shape::Alias(CType::of(&a.ty))),
+            _ => continue,
+        };
+        d.shapes.insert(name.to_string(), shape);
+    }
+    d
 }
 
 fn params(f: &syn::ItemFn) -> Vec<(String, &syn::Type)> {
@@ -574,7 +602,7 @@ mod tests {
     #[test]
     fn host_functions_of_types_the_file_re_exports_are_found_too() {
         // The types live in the crate's `common` module; the file only re-exports them.
-        let common = Definitions::of(&syn::parse_file(TYPES).unwrap().items);
+        let common = definitions(&syn::parse_file(TYPES).unwrap().items);
         let file = syn::parse_file(
             "pub use crate::common::CUhostFn;\npub unsafe fn cuLaunchHostFunc(s: *mut u8, f: CUhostFn, d: *mut u8) { keep(f); entry::cuLaunchHostFunc.function()(s, f, d) }",
         )

@@ -399,7 +399,6 @@ impl<'a> Types<'a> {
                 // A newtype with values is bindgen's enum.
                 Shape::Tuple(t) if t.len() == 1 && enums.contains(name) => "enum".to_owned(),
                 Shape::Tuple(_) => "struct".to_owned(),
-                Shape::Enum => "enum".to_owned(),
                 Shape::Alias(ty) => format!("alias of {}", spell_type(ty)),
                 Shape::Rename(target) => format!("alias of {target}"),
             };

@@ -70,6 +70,24 @@ impl Links {
         links
     }
 
+    /// The types and constants of a file ([`crate::model::TypeDef`]), with the enumerators of its
+    /// enumerations as associated items.
+    pub fn of_types(types: &[crate::model::TypeDef]) -> Self {
+        let mut links = Links::default();
+        for t in types {
+            links.paths.insert(t.name.clone(), Link::Item);
+        }
+        for t in types {
+            if let crate::model::Definition::Enum(e) = &t.definition {
+                for v in &e.values {
+                    (links.paths.entry(v.name.clone()))
+                        .or_insert_with(|| Link::Path(format!("{}::{}", t.name, v.name)));
+                }
+            }
+        }
+        links
+    }
+
     /// Adds a function (a wrapper, or an alias of one).
     pub fn add_function(&mut self, name: &str) {
         self.paths.insert(name.to_owned(), Link::Function);

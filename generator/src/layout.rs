@@ -178,7 +178,6 @@ fn definitions(api: &ApiModel) -> Defs {
     let d = &api.definitions;
     d.shapes
         .iter()
-        .filter(|(name, _)| !d.generic.contains(*name))
         .filter_map(|(name, shape)| {
             let def = match shape {
                 Shape::Struct(fields) => (Kind::Struct, fields.clone()),
@@ -707,17 +706,19 @@ mod tests {
 
     /// A driver API of `items` (as bindgen would write them) for the target 13.0.
     fn model(items: Vec<syn::Item>) -> Model {
-        let api = |api, items| {
-            ApiModel::new(
-                api,
-                Vec::new(),
-                [("t".to_owned(), items)].into(),
-                Default::default(),
-            )
-        };
+        let types = items
+            .iter()
+            .map(|i| {
+                let name = crate::reader::group_of(i);
+                crate::reader::type_def(Api::Driver, &name, std::slice::from_ref(i))
+                    .expect("a type the model holds")
+            })
+            .collect();
+        let api =
+            |api, types| ApiModel::new(api, Vec::new(), types, Vec::new(), Default::default());
         Model {
             ctk: Ctk::new(13, 0),
-            driver: api(Api::Driver, items),
+            driver: api(Api::Driver, types),
             runtime: api(Api::Runtime, Vec::new()),
         }
     }
@@ -778,7 +779,6 @@ mod tests {
             syn::parse_quote! { pub struct anon_t { pub s: c_short } },
             syn::parse_quote! { pub struct kind_enum(pub c_uint); },
             syn::parse_quote! { pub struct only_declared { _unused: [u8; 0] } },
-            syn::parse_quote! { pub struct __BindgenBitfieldUnit<Storage> { storage: Storage } },
         ];
         let got = numbers(header, items).unwrap();
         let want: Vec<(String, usize)> = [

@@ -1,18 +1,20 @@
 //! The model: what the headers declare for one CTK target, as plain data the writer turns into
 //! code; no syntax tree, so it compares by value and may cross threads. Functions are data (C
 //! names, ABI symbol and version, per-thread variant, parameters and return type as [`CType`]).
-//! Types keep bindgen's definition for this target as the text of its items, because their
-//! layout is bindgen's to get right and the writer emits them unchanged; what they define in C's
-//! terms is data too ([`Definitions`]), which the layout oracle, `diff` and the host-function
-//! analysis read.
+//! Types and constants are data too ([`TypeDef`]: records with their fields and layout,
+//! enumerations with their values, typedefs, constants), from which the writer makes bindgen's
+//! items again (the reader checks, for each, that it gives them back token for token), indexed
+//! by name in [`Definitions`] for the layout oracle, `diff` and the host-function analysis.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::Ctk;
 
 mod definitions;
+mod types;
 
 pub use definitions::{Definitions, Shape, spell};
+pub use types::{Definition, Enum, Enumerator, Field, Layout, Record, TypeDef};
 
 /// Which CUDA API a part of the model belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -57,8 +59,10 @@ pub struct ApiModel {
     pub api: Api,
     /// The functions, sorted by name.
     pub functions: Vec<Function>,
-    /// The types, constants and their associated items, sorted by name.
+    /// The types and constants, sorted by name.
     pub types: Vec<TypeDef>,
+    /// The writer's text of each of `types`, in the same order.
+    pub texts: Vec<TypeText>,
     /// What the types define, as data.
     pub definitions: Definitions,
     /// What the API's headers declare, read through libclang ([`Declared`]), to count against
@@ -343,7 +347,7 @@ pub struct Summary {
     pub runtime: Vec<(String, String)>,
     /// The types of both APIs, the driver's first, each in the model's order: what
     /// [`crate::shared::decide`] compares across the targets.
-    pub types: Vec<TypeDef>,
+    pub types: Vec<TypeText>,
 }
 
 /// One API's part of a [`Summary`]: what the thread that read that API alone can tell.
@@ -352,7 +356,7 @@ pub struct SummaryPart {
     /// `(function, cell)`, sorted by function (see [`Summary::of`]).
     pub functions: Vec<(String, String)>,
     /// The API's types, in the model's order.
-    pub types: Vec<TypeDef>,
+    pub types: Vec<TypeText>,
 }
 
 impl SummaryPart {
@@ -372,7 +376,7 @@ impl SummaryPart {
         functions.sort();
         SummaryPart {
             functions,
-            types: api.types.clone(),
+            types: api.texts.clone(),
         }
     }
 }
@@ -412,7 +416,7 @@ impl Summary {
     /// The summary as text: a first line `hostcb summary <ctk>`, then one line
     /// `<api>\t<function>\t<cell>` per function, then one line
     /// `type\t<api>\t<name>\t<key>\t<uses, space-separated>\t<tokens>` per type (see
-    /// [`TypeDef`]; printed tokens hold no tab or line break: those in literals are escaped).
+    /// [`TypeText`]; printed tokens hold no tab or line break: those in literals are escaped).
     pub fn to_text(&self) -> String {
         let mut text = format!("hostcb summary {}\n", self.ctk);
         for api in [Api::Driver, Api::Runtime] {
@@ -459,7 +463,7 @@ impl Summary {
                 if name.is_empty() || text.contains('\t') {
                     return None;
                 }
-                summary.types.push(TypeDef {
+                summary.types.push(TypeText {
                     api: api_of(api)?,
                     name: name.to_owned(),
                     text: text.to_owned(),
@@ -487,35 +491,24 @@ impl Summary {
 }
 
 impl ApiModel {
-    /// The part of `api` holding `functions` and the types of bindgen's items, grouped by name
-    /// ([`TypeDef::group`]).
+    /// The part of `api` holding `functions`, and `types` with the writer's text of each
+    /// (`texts`, in the same order).
     pub fn new(
         api: Api,
         functions: Vec<Function>,
-        types: BTreeMap<String, Vec<syn::Item>>,
+        types: Vec<TypeDef>,
+        texts: Vec<TypeText>,
         declared: Declared,
     ) -> ApiModel {
-        ApiModel::with_items(api, functions, types, declared).0
-    }
-
-    /// [`ApiModel::new`], and the items of each of its types, in the order of
-    /// [`ApiModel::types`]: what the writer emits, for the thread that read them (syntax trees
-    /// stay on their thread; the model holds the items' text).
-    pub fn with_items(
-        api: Api,
-        functions: Vec<Function>,
-        types: BTreeMap<String, Vec<syn::Item>>,
-        declared: Declared,
-    ) -> (ApiModel, TypeItems) {
-        let (types, definitions, items) = TypeDef::group(api, types);
-        let model = ApiModel {
+        let definitions = Definitions::of(&types);
+        ApiModel {
             api,
             functions,
             types,
+            texts,
             definitions,
             declared,
-        };
-        (model, items)
+        }
     }
 
     /// Functions and types bound against what the headers declare.
@@ -557,15 +550,15 @@ impl ApiModel {
     }
 }
 
-/// One type or constant, with the items bindgen attached to it (impls, layout checks), as the
-/// text the writer emits.
+/// One type or constant as the writer writes it, what a [`Summary`] keeps of it: enough to decide
+/// which types the targets share ([`crate::shared::decide`]) and to write the shared ones.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TypeDef {
+pub struct TypeText {
     /// The API whose headers define it.
     pub api: Api,
-    /// The name the items are grouped under ([`crate::reader::group_of`]).
+    /// Its name ([`TypeDef::name`]).
     pub name: String,
-    /// bindgen's items for this name, after the reader's repairs, printed as one line of Rust
+    /// The writer's items for it ([`crate::writer::type_tokens`]), printed as one line of Rust
     /// tokens (their doc comments still the headers' Doxygen).
     pub text: String,
     /// The SHA-256 of the items' tokens without their doc attributes: what
@@ -573,47 +566,4 @@ pub struct TypeDef {
     pub key: String,
     /// The names of the API's other types that the items name, sorted.
     pub uses: Vec<String>,
-}
-
-/// The items of each type of an API model, in the order of [`ApiModel::types`].
-pub type TypeItems = Vec<Vec<syn::Item>>;
-
-impl TypeDef {
-    /// The type definitions of bindgen's `items` for `api`, grouped by name, what they define,
-    /// and each one's items (in the order of the definitions).
-    pub fn group(
-        api: Api,
-        types: BTreeMap<String, Vec<syn::Item>>,
-    ) -> (Vec<TypeDef>, Definitions, TypeItems) {
-        let definitions = Definitions::of(types.values().flatten());
-        let names: BTreeSet<String> = types.keys().cloned().collect();
-        let (defs, items) = types
-            .into_iter()
-            .map(|(name, items)| {
-                let mut tokens = proc_macro2::TokenStream::new();
-                for item in &items {
-                    quote::ToTokens::to_tokens(item, &mut tokens);
-                }
-                let text = tokens.to_string();
-                let tokens = crate::shared::without_docs(tokens);
-                let mut uses = BTreeSet::new();
-                crate::shared::idents(&tokens, &mut |ident| {
-                    if let Some(used) = names.get(ident)
-                        && *used != name
-                    {
-                        uses.insert(used.clone());
-                    }
-                });
-                let def = TypeDef {
-                    api,
-                    name,
-                    text,
-                    key: crate::inputs::sha256_hex(tokens.to_string().as_bytes()),
-                    uses: uses.into_iter().collect(),
-                };
-                (def, items)
-            })
-            .unzip();
-        (defs, definitions, items)
-    }
 }

@@ -15,7 +15,7 @@ use crate::emit::{self, EmitError, GeneratedFile};
 use crate::inputs::{InputError, Inputs};
 use crate::layout::{self, LayoutError};
 use crate::manifest;
-use crate::model::{Api, ApiModel, Definitions, Model, Summary, SummaryPart, TypeItems};
+use crate::model::{Api, ApiModel, Definitions, Model, Summary, SummaryPart};
 use crate::reader::{self, HeaderSet, ReadError};
 use crate::shared::Shared;
 use crate::writer::{self, ParsedTemplates, TemplateError, Written};
@@ -90,29 +90,25 @@ pub fn generate(config: &Config, ctk: Ctk, opts: &Options) -> Result<Generated, 
 /// and what the compatibility table needs of targets a regen does not write.
 pub fn read_model(config: &Config, ctk: Ctk, opts: &Options) -> Result<Model, GenerateError> {
     let inputs = Inputs::gather(&config.inputs, ctk, opts.cuda_home.as_deref())?;
-    Ok(model_from(config, &inputs)?.0)
+    model_from(config, &inputs)
 }
 
 /// Reads one target's headers, from inputs already gathered, into its model, with the items of
 /// the driver's and the runtime's types.
-fn model_from(config: &Config, inputs: &Inputs) -> Result<(Model, [TypeItems; 2]), GenerateError> {
-    let (driver, driver_items) = api_model_from(config, inputs, Api::Driver)?;
-    let (runtime, runtime_items) = api_model_from(config, inputs, Api::Runtime)?;
+fn model_from(config: &Config, inputs: &Inputs) -> Result<Model, GenerateError> {
+    let driver = api_model_from(config, inputs, Api::Driver)?;
+    let runtime = api_model_from(config, inputs, Api::Runtime)?;
     let model = Model {
         ctk: inputs.headers.ctk,
         driver,
         runtime,
     };
-    Ok((model, [driver_items, runtime_items]))
+    Ok(model)
 }
 
 /// Reads one API of one target's headers, from inputs already gathered, into its model and the
 /// items of its types.
-fn api_model_from(
-    config: &Config,
-    inputs: &Inputs,
-    api: Api,
-) -> Result<(ApiModel, TypeItems), GenerateError> {
+fn api_model_from(config: &Config, inputs: &Inputs, api: Api) -> Result<ApiModel, GenerateError> {
     inputs.libclang.activate()?;
     let list = match api {
         Api::Driver => &config.driver_list,
@@ -135,9 +131,9 @@ pub fn header_set(inputs: &Inputs) -> HeaderSet {
 /// defined in the target's files (none comes from the crate's `common` module, which only a
 /// crate of several targets has: [`generate_crate`]).
 pub fn generate_from(config: &Config, inputs: &Inputs) -> Result<Generated, GenerateError> {
-    let (model, items) = model_from(config, inputs)?;
+    let model = model_from(config, inputs)?;
     let summary = Summary::of(&model);
-    write_target(config, inputs, model, items, &summary, &BTreeSet::new())
+    write_target(config, inputs, model, &summary, &BTreeSet::new())
 }
 
 /// Writes one target's files from its model; the types `shared` names are re-exported from the
@@ -146,19 +142,18 @@ fn write_target(
     config: &Config,
     inputs: &Inputs,
     model: Model,
-    [driver_items, runtime_items]: [TypeItems; 2],
     summary: &Summary,
     shared: &BTreeSet<String>,
 ) -> Result<Generated, GenerateError> {
     let templates = &config.templates.parse();
     let generator = &RecordedGenerator::this(config.templates.sha256());
     let files = std::thread::scope(|scope| {
-        let write = |api, items| {
+        let write = |api| {
             let oracle = measure(scope, inputs, api);
-            write_api(inputs, templates, generator, api, items, shared, oracle)
+            write_api(inputs, templates, generator, api, shared, oracle)
         };
-        let driver = write(&model.driver, driver_items)?;
-        let runtime = write(&model.runtime, runtime_items)?;
+        let driver = write(&model.driver)?;
+        let runtime = write(&model.runtime)?;
         finish_target(
             config, inputs, templates, generator, summary, driver, runtime,
         )
@@ -205,13 +200,12 @@ fn write_api(
     templates: &ParsedTemplates,
     generator: &RecordedGenerator,
     api: &ApiModel,
-    items: TypeItems,
     shared: &BTreeSet<String>,
     oracle: Measuring<'_>,
 ) -> Result<WrittenApi, GenerateError> {
     let ctk = inputs.headers.ctk;
     let path = emit::target_dir(ctk).join(format!("{}.rs", api.api.as_str()));
-    let written = filled(&path, writer::write_api(ctk, api, items, templates, shared))?;
+    let written = filled(&path, writer::write_api(ctk, api, templates, shared))?;
     audited(ctk, api, shared, &written.file)?;
     let file = render::rust_file(generator, Some(ctk), path, written.text())?;
     let oracle = oracle.join().expect("the layout thread does not panic")?;
@@ -423,7 +417,7 @@ pub fn generate_crate_with(
                     let model = api_model_from(config, inputs, api);
                     drop(permit);
                     let took = started.elapsed();
-                    let (model, items) = match model {
+                    let model = match model {
                         Ok(read) => read,
                         Err(e) => {
                             _ = sender.send(Message::Part(i, api, Err(e)));
@@ -444,7 +438,7 @@ pub fn generate_crate_with(
                         let resumed = Instant::now();
                         let templates = config.templates.parse();
                         let output =
-                            write_api(inputs, &templates, generator, &model, items, &names, oracle)
+                            write_api(inputs, &templates, generator, &model, &names, oracle)
                                 .map(|w| (w, took + resumed.elapsed()));
                         _ = sender.send(Message::Written(i, api, output));
                     });

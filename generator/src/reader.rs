@@ -19,10 +19,15 @@ use quote::ToTokens;
 use crate::Ctk;
 use crate::allowlist::DenyList;
 use crate::inputs::{Histories, InputError};
-use crate::model::{Api, ApiModel, CType, Declared, Function, Param, PerThreadVariant, TypeItems};
+use crate::model::{
+    Api, ApiModel, CType, Declared, Function, Param, PerThreadVariant, TypeDef, TypeText,
+};
 
 mod fixup;
 mod scan;
+mod types;
+
+pub use types::type_def;
 
 /// What bindgen needs to find the headers.
 #[derive(Clone, Debug)]
@@ -226,14 +231,13 @@ fn run_bindgen(builder: bindgen::Builder, ctk: Ctk, api: Api) -> Result<String, 
 /// Reads one API of one target into its part of the model: each runtime function's version is
 /// the first target of the runtime history that declares it, and each driver function's minimum
 /// driver the first of the driver history that declares its ABI, where newer than that ABI's
-/// number (`history` gives the histories once bindgen is done). Also returns the items of the
-/// model's types, for the writer on this thread.
+/// number (`history` gives the histories once bindgen is done).
 pub fn read_api<'h>(
     headers: &HeaderSet,
     api: Api,
     list: &DenyList,
     history: impl FnOnce() -> Result<&'h Histories, InputError>,
-) -> Result<(ApiModel, TypeItems), ReadError> {
+) -> Result<ApiModel, ReadError> {
     let (builder, macros) = builder(headers, api, list);
     let text = run_bindgen(builder, headers.ctk, api)?;
     let file = syn::parse_file(&text).map_err(|e| ReadError::Syntax(e, api.as_str()))?;
@@ -264,8 +268,6 @@ pub fn read_api<'h>(
     }
     let constants = fixup::macro_constants(&items, &macros, &scanned.macros);
     items.extend(constants);
-    let conversions = fixup::enum_conversions(&items);
-    items.extend(conversions);
 
     let mut decls = Vec::new();
     let mut pfns: BTreeMap<String, Vec<CType>> = BTreeMap::new();
@@ -349,7 +351,62 @@ pub fn read_api<'h>(
             .filter(|t| !t.starts_with("PFN_"))
             .collect(),
     };
-    Ok(ApiModel::with_items(api, functions, types, declared))
+    let (types, texts) = type_defs(api, types).map_err(mistranslated)?;
+    Ok(ApiModel::new(api, functions, types, texts, declared))
+}
+
+/// The model's data of bindgen's items, grouped by name ([`group_of`]), with the writer's text of
+/// each. The writer's items for the data must be bindgen's, token for token: an error names each
+/// name whose items the data does not give back (a form of bindgen's output the model does not
+/// hold), so that nothing bindgen emits is dropped or changed on the way.
+fn type_defs(
+    api: Api,
+    types: BTreeMap<String, Vec<syn::Item>>,
+) -> Result<(Vec<TypeDef>, Vec<TypeText>), Vec<String>> {
+    let (mut defs, mut texts, mut problems) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, items) in &types {
+        let Some(def) = types::type_def(api, name, items) else {
+            problems.push(format!(
+                "`{name}`: bindgen's items define no type or constant of a form the model holds"
+            ));
+            continue;
+        };
+        let mut written = crate::writer::type_translation(&def);
+        let mut bindgen = proc_macro2::TokenStream::new();
+        for item in items {
+            item.to_tokens(&mut bindgen);
+        }
+        if written.to_string() != bindgen.to_string() {
+            problems.push(format!(
+                "`{name}`: the model's data does not give bindgen's items back (bindgen: {bindgen})"
+            ));
+            continue;
+        }
+        written.extend(crate::writer::type_conversions(&def));
+        let text = written.to_string();
+        let tokens = crate::shared::without_docs(written);
+        let mut uses = BTreeSet::new();
+        crate::shared::idents(&tokens, &mut |ident| {
+            if let Some((used, _)) = types.get_key_value(ident)
+                && used != name
+            {
+                uses.insert(used.clone());
+            }
+        });
+        texts.push(TypeText {
+            api,
+            name: name.clone(),
+            text,
+            key: crate::inputs::sha256_hex(tokens.to_string().as_bytes()),
+            uses: uses.into_iter().collect(),
+        });
+        defs.push(def);
+    }
+    if problems.is_empty() {
+        Ok((defs, texts))
+    } else {
+        Err(problems)
+    }
 }
 
 /// What the reader knows of one API's headers besides a declaration itself.
@@ -700,8 +757,6 @@ pub fn group_of(item: &syn::Item) -> String {
         syn::Item::Type(t) => t.ident.to_string(),
         syn::Item::Const(c) if c.ident != "_" => c.ident.to_string(),
         syn::Item::Static(s) => s.ident.to_string(),
-        // `impl From<X> for u32` goes with `X`.
-        syn::Item::Impl(i) if from_type(i).is_some() => from_type(i).unwrap_or_default(),
         syn::Item::Impl(i) => i.self_ty.to_token_stream().to_string(),
         // bindgen's `pub use self::X_enum as X;` for a typedef of an enumeration.
         syn::Item::Use(syn::ItemUse {
@@ -712,16 +767,6 @@ pub fn group_of(item: &syn::Item) -> String {
             _ => unreachable!("matched above"),
         },
         other => first_generic_type(other).unwrap_or_default(),
-    }
-}
-
-/// The `X` of `impl From<X> for ..`.
-fn from_type(i: &syn::ItemImpl) -> Option<String> {
-    let path = &i.trait_.as_ref()?.0;
-    let last = path.segments.last().filter(|s| s.ident == "From")?;
-    match &last.arguments {
-        syn::PathArguments::AngleBracketed(a) => Some(a.args.to_token_stream().to_string()),
-        _ => None,
     }
 }
 

@@ -32,7 +32,7 @@ const PER_TARGET: [&str; 2] = ["CUresult", "cudaError_t"];
 pub struct Shared {
     /// The shared names: each target's files re-export these instead of defining them.
     pub names: BTreeSet<String>,
-    /// The definition written once for each shared name (its tokens, as [`crate::model::TypeDef::text`]),
+    /// The definition written once for each shared name (its tokens, as [`crate::model::TypeText::text`]),
     /// by name.
     pub definitions: BTreeMap<String, String>,
 }

@@ -12,8 +12,14 @@ use syn::visit_mut::{self, VisitMut};
 
 use crate::Ctk;
 use crate::doc::{self, Links};
-use crate::model::{Api, ApiModel, Function, Summary, TypeItems};
+use crate::model::{Api, ApiModel, Function, Summary};
 use crate::shared::Shared;
+
+mod types;
+
+pub use types::{
+    conversions as type_conversions, tokens as type_tokens, translation as type_translation,
+};
 
 /// The template files, read and checked: their text, which each generation parses again
 /// ([`Templates::parse`]), so that the configuration holding them can be shared by the worker
@@ -281,13 +287,11 @@ impl Templates {
     }
 }
 
-/// Writes one API of one target as a syntax tree (not yet formatted), `types` holding the items of
-/// each of its types (as the reader made them, [`ApiModel::with_items`]). The types `shared` names
+/// Writes one API of one target as a syntax tree (not yet formatted). The types `shared` names
 /// are re-exported from the crate's `common` module ([`crate::shared`]), the others defined here.
 pub fn write_api(
     ctk: Ctk,
     api: &ApiModel,
-    types: TypeItems,
     templates: &ParsedTemplates,
     shared: &BTreeSet<String>,
 ) -> Result<Written, TemplateError> {
@@ -324,7 +328,7 @@ pub fn write_api(
         &mut docs,
     )?;
     // What the headers' comments may link to: every item this file emits.
-    let mut links = Links::of_items(types.iter().flatten());
+    let mut links = Links::of_types(&api.types);
     for f in &api.functions {
         links.add_function(&f.name);
         for alias in &f.aliases {
@@ -332,15 +336,15 @@ pub fn write_api(
         }
     }
     let mut convert = ConvertDocs(&links, &mut docs);
-    for (ty, items) in api.types.iter().zip(types) {
+    for ty in &api.types {
         if shared.contains(&ty.name) {
-            for name in items.iter().filter_map(item_name) {
-                file.items
-                    .push(syn::parse_quote!(pub use crate::common::#name;));
-            }
+            let name = ident(&ty.name);
+            file.items
+                .push(syn::parse_quote!(pub use crate::common::#name;));
             continue;
         }
-        for mut item in items {
+        let items: syn::File = syn::parse2(type_tokens(ty)).expect("the Rust of a type parses");
+        for mut item in items.items {
             convert.visit_item_mut(&mut item);
             file.items.push(item);
         }
@@ -435,26 +439,6 @@ fn function_values(ctk: Ctk, api: Api, f: &Function) -> Values {
         text("__MAJOR__", ctk.major()),
         text("__PER_THREAD__", per_thread),
     ]
-}
-
-/// The name a type item defines (none for an impl or a layout check).
-fn item_name(item: &syn::Item) -> Option<&syn::Ident> {
-    match item {
-        syn::Item::Struct(s) => Some(&s.ident),
-        syn::Item::Union(u) => Some(&u.ident),
-        syn::Item::Enum(e) => Some(&e.ident),
-        syn::Item::Type(t) => Some(&t.ident),
-        syn::Item::Const(c) if c.ident != "_" => Some(&c.ident),
-        syn::Item::Static(s) => Some(&s.ident),
-        syn::Item::Use(syn::ItemUse {
-            tree: syn::UseTree::Path(p),
-            ..
-        }) => match &*p.tree {
-            syn::UseTree::Rename(r) => Some(&r.rename),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 /// Writes the crate's `common` module: every shared type's definition ([`crate::shared`]), with

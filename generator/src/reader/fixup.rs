@@ -17,11 +17,6 @@
 //!   `#define CU_LAUNCH_PARAM_END ((void*)CU_LAUNCH_PARAM_END_AS_INT)`) and names of enum
 //!   constants (`#define CU_KERNEL_NODE_ATTRIBUTE_PRIORITY CU_LAUNCH_ATTRIBUTE_PRIORITY`) become
 //!   typed constants.
-//! - C passes an enumerator wherever it takes an integer (`cuGraphInstantiate(.., unsigned long
-//!   long flags)` with `CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH`): each enumeration,
-//!   bindgen's newtype of `c_uint` or `c_int`, converts into the integers that hold all its values
-//!   (`u32` and `u64`, or `i32` and `i64`) with `From`, so `flag.into()` is what C's implicit
-//!   conversion is.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -360,49 +355,6 @@ pub fn macro_constants(
             out.push(syn::parse_quote! {
                 #[doc = #doc]
                 pub const #ident: #alias = #ty::#target;
-            });
-        }
-    }
-    out
-}
-
-/// `From` conversions of every enumeration among `items` (a `#[repr(transparent)]` newtype of
-/// `c_uint` or `c_int`) into the integers that hold all its values.
-pub fn enum_conversions(items: &[syn::Item]) -> Vec<syn::Item> {
-    let mut out = Vec::new();
-    for item in items {
-        let syn::Item::Struct(s) = item else { continue };
-        let transparent = s.attrs.iter().any(|a| {
-            a.path().is_ident("repr")
-                && a.parse_args::<syn::Ident>()
-                    .is_ok_and(|i| i == "transparent")
-        });
-        let syn::Fields::Unnamed(fields) = &s.fields else {
-            continue;
-        };
-        let [field] = fields.unnamed.iter().collect::<Vec<_>>()[..] else {
-            continue;
-        };
-        let syn::Type::Path(ty) = &field.ty else {
-            continue;
-        };
-        let integers: [syn::Type; 2] = match ty.path.segments.last().map(|s| s.ident.to_string()) {
-            Some(t) if t == "c_uint" => [syn::parse_quote!(u32), syn::parse_quote!(u64)],
-            Some(t) if t == "c_int" => [syn::parse_quote!(i32), syn::parse_quote!(i64)],
-            _ => continue,
-        };
-        if !transparent {
-            continue;
-        }
-        let name = &s.ident;
-        for int in integers {
-            out.push(syn::parse_quote! {
-                impl ::core::convert::From<#name> for #int {
-                    #[inline]
-                    fn from(value: #name) -> #int {
-                        value.0 as #int
-                    }
-                }
             });
         }
     }

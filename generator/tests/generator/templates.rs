@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use hostcb_generator::Ctk;
 use hostcb_generator::layout;
-use hostcb_generator::model::{Api, ApiModel, Model, Summary};
+use hostcb_generator::model::{
+    Api, ApiModel, CType, Definition, Field, Model, Record, Summary, TypeDef, TypeText,
+};
 use hostcb_generator::writer::{self, TemplateError, Templates};
 
 fn templates_dir() -> PathBuf {
@@ -30,21 +32,48 @@ fn edited(dir: &Path, name: &str, from: &str, to: &str) -> Templates {
 
 /// A made-up 13.0 target: a driver API with one struct, an empty runtime API.
 fn model() -> Model {
-    let api = |api, items: Vec<syn::Item>| {
-        ApiModel::new(
-            api,
-            Vec::new(),
-            [("t".to_owned(), items)].into(),
-            Default::default(),
-        )
+    let field = |name: &str, ty: &str| Field {
+        name: name.to_owned(),
+        ty: CType::Named(ty.to_owned()),
+        public: true,
+        doc: Vec::new(),
+    };
+    let pair = TypeDef {
+        api: Api::Driver,
+        name: "pair".to_owned(),
+        doc: Vec::new(),
+        definition: Definition::Record(Record {
+            union: false,
+            align: None,
+            derives: Vec::new(),
+            zeroed_default: false,
+            fields: vec![field("a", "c_int"), field("b", "c_char")],
+            layout: None,
+        }),
+    };
+    let text = TypeText {
+        api: Api::Driver,
+        name: pair.name.clone(),
+        text: writer::type_tokens(&pair).to_string(),
+        key: String::new(),
+        uses: Vec::new(),
     };
     Model {
         ctk: Ctk::new(13, 0),
-        driver: api(
+        driver: ApiModel::new(
             Api::Driver,
-            vec![syn::parse_quote! { pub struct pair { pub a: c_int, pub b: c_char } }],
+            Vec::new(),
+            vec![pair],
+            vec![text],
+            Default::default(),
         ),
-        runtime: api(Api::Runtime, Vec::new()),
+        runtime: ApiModel::new(
+            Api::Runtime,
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Default::default(),
+        ),
     }
 }
 
