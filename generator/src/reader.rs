@@ -794,6 +794,101 @@ fn first_generic_type(item: &syn::Item) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// bindgen's items for `name`, grouped as the reader groups them.
+    fn grouped(items: Vec<syn::Item>) -> BTreeMap<String, Vec<syn::Item>> {
+        let mut types: BTreeMap<String, Vec<syn::Item>> = BTreeMap::new();
+        for item in items {
+            types.entry(group_of(&item)).or_default().push(item);
+        }
+        types
+    }
+
+    #[test]
+    fn the_data_of_a_type_gives_bindgens_items_back() {
+        let types = grouped(vec![
+            syn::parse_quote! {
+                #[doc = " A pair"]
+                #[repr(C)]
+                #[repr(align(16))]
+                #[derive(Debug, Copy, Clone)]
+                pub struct pair_st { #[doc = " first"] pub a: *mut pair_st, pub b: [::core::ffi::c_int; 2usize], }
+            },
+            syn::parse_quote! {
+                #[allow(clippy::unnecessary_operation, clippy::identity_op)]
+                const _: () = {
+                    ["Size of pair_st"][::core::mem::size_of::<pair_st>() - 16usize];
+                    ["Alignment of pair_st"][::core::mem::align_of::<pair_st>() - 16usize];
+                    ["Offset of field: pair_st::a"][::core::mem::offset_of!(pair_st, a) - 0usize];
+                    ["Offset of field: pair_st::b"][::core::mem::offset_of!(pair_st, b) - 8usize];
+                };
+            },
+            syn::parse_quote! {
+                impl Default for pair_st {
+                    fn default() -> Self {
+                        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
+                        unsafe {
+                            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+                            s.assume_init()
+                        }
+                    }
+                }
+            },
+            syn::parse_quote! { #[doc = " A pair"] pub type pair = pair_st; },
+            syn::parse_quote! { pub const PAIR_ONE: u32 = 1; },
+            syn::parse_quote! {
+                impl side_enum {
+                    #[doc = " Left"]
+                    pub const SIDE_LEFT: side_enum = side_enum(0);
+                    pub const SIDE_RIGHT: side_enum = side_enum(-1);
+                }
+            },
+            syn::parse_quote! {
+                #[repr(transparent)]
+                #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+                pub struct side_enum(pub ::core::ffi::c_int);
+            },
+            syn::parse_quote! { pub use self::side_enum as side; },
+        ]);
+        let (defs, texts) = type_defs(Api::Driver, types).unwrap();
+        let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["PAIR_ONE", "pair", "pair_st", "side", "side_enum"]);
+        let crate::model::Definition::Record(r) = &defs[2].definition else {
+            panic!("{:?}", defs[2]);
+        };
+        assert_eq!(
+            (r.align, r.zeroed_default, r.fields.len()),
+            (Some(16), true, 2)
+        );
+        assert_eq!(
+            r.layout.as_ref().map(|l| l.offsets.clone()),
+            Some(vec![("a".to_owned(), 0), ("b".to_owned(), 8)])
+        );
+        // The enumeration's text holds the writer's conversions into `i32` and `i64`.
+        assert!(
+            texts[4].text.contains("From < side_enum > for i64"),
+            "{}",
+            texts[4].text
+        );
+        assert_eq!(texts[1].uses, ["pair_st"]);
+    }
+
+    #[test]
+    fn a_type_whose_data_does_not_give_bindgens_items_back_is_named() {
+        let types = grouped(vec![
+            // `packed` is not in the model's data: the writer would drop it.
+            syn::parse_quote! { #[repr(C, packed)] pub struct tight { pub a: u8, } },
+            syn::parse_quote! { pub struct fine { pub a: u8, } },
+            syn::parse_quote! { #[repr(C)] pub struct fine2 { pub a: u8, } },
+        ]);
+        let problems = type_defs(Api::Driver, types).unwrap_err();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].starts_with("`fine`: the model's data does not give bindgen's items back"),
+            "{problems:?}"
+        );
+        assert!(problems[1].starts_with("`tight`: "), "{problems:?}");
+    }
+
     #[test]
     fn canonical_resolves_aliases() {
         let mut aliases = HashMap::new();
