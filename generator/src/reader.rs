@@ -376,7 +376,7 @@ fn type_defs(
         for item in items {
             item.to_tokens(&mut bindgen);
         }
-        if written.to_string() != bindgen.to_string() {
+        if !same_tokens(written.clone(), bindgen.clone()) {
             problems.push(format!(
                 "`{name}`: the model's data does not give bindgen's items back (bindgen: {bindgen})"
             ));
@@ -406,6 +406,30 @@ fn type_defs(
         Ok((defs, texts))
     } else {
         Err(problems)
+    }
+}
+
+/// Whether `a` and `b` are the same tokens (as their printed text would tell, without printing
+/// them: the reader compares every type's tokens so).
+fn same_tokens(a: proc_macro2::TokenStream, b: proc_macro2::TokenStream) -> bool {
+    use proc_macro2::TokenTree as T;
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    loop {
+        let same = match (a.next(), b.next()) {
+            (None, None) => return true,
+            (Some(T::Group(x)), Some(T::Group(y))) => {
+                x.delimiter() == y.delimiter() && same_tokens(x.stream(), y.stream())
+            }
+            (Some(T::Ident(x)), Some(T::Ident(y))) => x == y,
+            (Some(T::Punct(x)), Some(T::Punct(y))) => {
+                x.as_char() == y.as_char() && x.spacing() == y.spacing()
+            }
+            (Some(T::Literal(x)), Some(T::Literal(y))) => x.to_string() == y.to_string(),
+            _ => false,
+        };
+        if !same {
+            return false;
+        }
     }
 }
 
