@@ -386,8 +386,8 @@ fn type_defs(
         let text = written.to_string();
         let tokens = crate::shared::without_docs(written);
         let mut uses = BTreeSet::new();
-        crate::shared::idents(&tokens, &mut |ident| {
-            if let Some((used, _)) = types.get_key_value(ident)
+        def.words(&mut |word| {
+            if let Some((used, _)) = types.get_key_value(word)
                 && used != name
             {
                 uses.insert(used.clone());

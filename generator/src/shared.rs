@@ -138,14 +138,3 @@ pub fn without_docs(tokens: TokenStream) -> TokenStream {
     }
     out.into_iter().collect()
 }
-
-/// Calls `f` with every identifier of `tokens`, at every depth.
-pub(crate) fn idents(tokens: &TokenStream, f: &mut impl FnMut(&str)) {
-    for tt in tokens.clone() {
-        match tt {
-            TokenTree::Ident(i) => f(&i.to_string()),
-            TokenTree::Group(g) => idents(&g.stream(), f),
-            _ => {}
-        }
-    }
-}

@@ -343,11 +343,13 @@ pub fn write_api(
                 .push(syn::parse_quote!(pub use crate::common::#name;));
             continue;
         }
-        let items: syn::File = syn::parse2(type_tokens(ty)).expect("the Rust of a type parses");
-        for mut item in items.items {
-            convert.visit_item_mut(&mut item);
-            file.items.push(item);
-        }
+        let markdown = &mut |text: &[String]| {
+            let attrs = convert.markdown(text);
+            attrs.iter().map(ToTokens::to_token_stream).collect()
+        };
+        let items: syn::File =
+            syn::parse2(types::tokens_with(ty, markdown)).expect("the Rust of a type parses");
+        file.items.extend(items.items);
     }
     let carriers = api.host_function_types();
     let template = match api.api {
@@ -574,11 +576,18 @@ impl ConvertDocs<'_> {
             }
         }
         if let Some(at) = at {
-            let lines = doc::to_markdown(&text.join("\n"), self.0);
-            let attrs = self.1.attrs(syn::AttrStyle::Outer, doc_lines(&lines));
-            kept.splice(at..at, attrs);
+            kept.splice(at..at, self.markdown(&text));
         }
         *attrs = kept;
+    }
+
+    /// The doc attributes of the Doxygen comment `text` (its lines), made Markdown.
+    fn markdown(&mut self, text: &[String]) -> Vec<syn::Attribute> {
+        if text.is_empty() {
+            return Vec::new();
+        }
+        let lines = doc::to_markdown(&text.join("\n"), self.0);
+        self.1.attrs(syn::AttrStyle::Outer, doc_lines(&lines))
     }
 }
 

@@ -109,3 +109,29 @@ pub struct Enumerator {
     /// The header's doc comment, one entry per line.
     pub doc: Vec<String>,
 }
+
+impl TypeDef {
+    /// Calls `f` with every word the definition spells besides the names it defines (its own,
+    /// its fields', its enumerators'): the types and constants it names, and the other words of
+    /// their paths (`core`, `ffi`).
+    pub fn words(&self, f: &mut impl FnMut(&str)) {
+        let mut spelt = |text: &str| {
+            text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .for_each(&mut *f);
+        };
+        match &self.definition {
+            Definition::Constant { ty, value } => {
+                spelt(&ty.to_string());
+                spelt(value);
+            }
+            Definition::Alias(ty) => spelt(&ty.to_string()),
+            Definition::Rename(of) => spelt(of),
+            Definition::Record(r) => r.fields.iter().for_each(|f| spelt(&f.ty.to_string())),
+            Definition::Enum(e) => {
+                spelt(&e.repr.to_string());
+                e.values.iter().for_each(|v| spelt(&v.value));
+            }
+        }
+    }
+}

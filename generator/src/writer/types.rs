@@ -18,6 +18,26 @@ pub fn tokens(def: &TypeDef) -> TokenStream {
 
 /// The items bindgen emits for `def`.
 pub fn translation(def: &TypeDef) -> TokenStream {
+    translation_with(def, &mut doxygen)
+}
+
+/// The doc attributes bindgen emits for the doc comment `lines`.
+fn doxygen(lines: &[String]) -> Vec<TokenStream> {
+    lines.iter().map(|l| quote!(#[doc = #l])).collect()
+}
+
+/// [`tokens`], each doc comment's attributes made by `docs` (the writer's Markdown).
+pub(super) fn tokens_with(def: &TypeDef, docs: &mut Docs<'_>) -> TokenStream {
+    let mut tokens = translation_with(def, docs);
+    tokens.extend(conversions(def));
+    tokens
+}
+
+/// What makes the attributes of a doc comment from its lines.
+pub(super) type Docs<'a> = dyn FnMut(&[String]) -> Vec<TokenStream> + 'a;
+
+/// [`translation`], each doc comment's attributes made by `docs`.
+fn translation_with(def: &TypeDef, docs: &mut Docs<'_>) -> TokenStream {
     let name = ident(&def.name);
     let doc = docs(&def.doc);
     match &def.definition {
@@ -33,12 +53,12 @@ pub fn translation(def: &TypeDef) -> TokenStream {
             let of = ident(of);
             quote!(#(#doc)* pub use self::#of as #name;)
         }
-        Definition::Record(r) => record(&name, &doc, r),
-        Definition::Enum(e) => enumeration(&name, &doc, e),
+        Definition::Record(r) => record(&name, &doc, r, docs),
+        Definition::Enum(e) => enumeration(&name, &doc, e, docs),
     }
 }
 
-fn record(name: &Ident, doc: &[TokenStream], r: &Record) -> TokenStream {
+fn record(name: &Ident, doc: &[TokenStream], r: &Record, docs: &mut Docs<'_>) -> TokenStream {
     let keyword = if r.union {
         quote!(union)
     } else {
@@ -108,7 +128,7 @@ fn record(name: &Ident, doc: &[TokenStream], r: &Record) -> TokenStream {
     out
 }
 
-fn enumeration(name: &Ident, doc: &[TokenStream], e: &Enum) -> TokenStream {
+fn enumeration(name: &Ident, doc: &[TokenStream], e: &Enum, docs: &mut Docs<'_>) -> TokenStream {
     let mut out = TokenStream::new();
     if !e.values.is_empty() {
         let values = e.values.iter().map(|v| {
@@ -190,10 +210,6 @@ pub fn conversions(def: &TypeDef) -> TokenStream {
 fn derive(traits: &[String]) -> Option<TokenStream> {
     let traits = traits.iter().map(|t| ident(t));
     (traits.len() > 0).then(|| quote!(#[derive(#(#traits),*)]))
-}
-
-fn docs(lines: &[String]) -> Vec<TokenStream> {
-    lines.iter().map(|l| quote!(#[doc = #l])).collect()
 }
 
 fn ident(name: &str) -> Ident {
