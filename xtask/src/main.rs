@@ -698,6 +698,30 @@ fn fixes(ctks: &[Ctk], report: &TreeReport) -> Vec<String> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_allocator_honours_every_alignment_and_keeps_the_bytes_on_realloc() {
+        use std::alloc::{GlobalAlloc, Layout};
+        for align in [1, 2, 4, 8, 16, 32, 64, 4096] {
+            for size in [1, 7, 8, 24, 52, 100, 5000, 1 << 20] {
+                let layout = Layout::from_size_align(size, align).unwrap();
+                // SAFETY: a layout of non-zero size; each block is freed once, with its layout.
+                unsafe {
+                    let zeroed = ALLOCATOR.alloc_zeroed(layout);
+                    assert_eq!(zeroed as usize % align, 0, "alloc_zeroed({size}, {align})");
+                    assert!(std::slice::from_raw_parts(zeroed, size).iter().all(|b| *b == 0));
+                    ALLOCATOR.dealloc(zeroed, layout);
+                    let p = ALLOCATOR.alloc(layout);
+                    assert_eq!(p as usize % align, 0, "alloc({size}, {align})");
+                    p.write_bytes(0xa5, size);
+                    let q = ALLOCATOR.realloc(p, layout, size * 3);
+                    assert_eq!(q as usize % align, 0, "realloc({size}, {align})");
+                    assert!(std::slice::from_raw_parts(q, size).iter().all(|b| *b == 0xa5));
+                    ALLOCATOR.dealloc(q, Layout::from_size_align(size * 3, align).unwrap());
+                }
+            }
+        }
+    }
+
     /// A copy of the committed generated crate's sealed files under a temporary `generated/`.
     fn copy_of_generated() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
