@@ -166,10 +166,13 @@ impl VisitMut for Rename<'_> {
     }
 
     fn visit_lit_str_mut(&mut self, s: &mut syn::LitStr) {
-        let value = s.value();
-        if !value.contains(ANON_TYPE) && !value.contains(ANON_FIELD) {
+        // The names are ASCII words, spelt the same in the literal's source as in its value:
+        // look there before unescaping every doc comment of the headers.
+        let source = s.token().to_string();
+        if !source.contains(ANON_TYPE) && !source.contains(ANON_FIELD) {
             return;
         }
+        let value = s.value();
         // Compiled once: Unicode `\w` makes a large automaton, and building it for every
         // literal that names an anonymous member was about 8% of a regen's CPU time.
         static WORD: std::sync::LazyLock<regex::Regex> =
