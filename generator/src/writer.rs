@@ -18,7 +18,7 @@ use crate::shared::Shared;
 mod types;
 
 pub use types::{
-    conversions as type_conversions, tokens as type_tokens, translation as type_translation,
+    DOC_STRING, conversions as type_conversions, shape as type_shape, tokens as type_tokens,
 };
 
 /// The template files, read and checked: their text, which each generation parses again

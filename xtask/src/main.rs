@@ -708,14 +708,22 @@ mod tests {
                 unsafe {
                     let zeroed = ALLOCATOR.alloc_zeroed(layout);
                     assert_eq!(zeroed as usize % align, 0, "alloc_zeroed({size}, {align})");
-                    assert!(std::slice::from_raw_parts(zeroed, size).iter().all(|b| *b == 0));
+                    assert!(
+                        std::slice::from_raw_parts(zeroed, size)
+                            .iter()
+                            .all(|b| *b == 0)
+                    );
                     ALLOCATOR.dealloc(zeroed, layout);
                     let p = ALLOCATOR.alloc(layout);
                     assert_eq!(p as usize % align, 0, "alloc({size}, {align})");
                     p.write_bytes(0xa5, size);
                     let q = ALLOCATOR.realloc(p, layout, size * 3);
                     assert_eq!(q as usize % align, 0, "realloc({size}, {align})");
-                    assert!(std::slice::from_raw_parts(q, size).iter().all(|b| *b == 0xa5));
+                    assert!(
+                        std::slice::from_raw_parts(q, size)
+                            .iter()
+                            .all(|b| *b == 0xa5)
+                    );
                     ALLOCATOR.dealloc(q, Layout::from_size_align(size * 3, align).unwrap());
                 }
             }

@@ -1,6 +1,6 @@
 //! bindgen's items for one name, read into the model's data ([`TypeDef`]). The reading takes
 //! what the data holds and looks no further; [`super::read_api`] then checks that the writer's
-//! items for the data ([`crate::writer::type_tokens`]) are bindgen's, token for token, so that
+//! items for the data ([`crate::writer::type_shape`]) are bindgen's, token for token, so that
 //! nothing bindgen emitted is dropped or changed on the way.
 
 use quote::ToTokens;

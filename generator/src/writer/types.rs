@@ -21,6 +21,18 @@ pub fn translation(def: &TypeDef) -> TokenStream {
     translation_with(def, &mut doxygen)
 }
 
+/// [`translation`], each doc attribute's string stood in for by the identifier [`DOC_STRING`]:
+/// what the reader compares with bindgen's items, whose doc strings the data holds as they are.
+pub fn shape(def: &TypeDef) -> TokenStream {
+    let string = ident(DOC_STRING);
+    translation_with(def, &mut |lines| {
+        lines.iter().map(|_| quote!(#[doc = #string])).collect()
+    })
+}
+
+/// What stands for a doc attribute's string in a type's [`shape`].
+pub const DOC_STRING: &str = "__doc_string__";
+
 /// The doc attributes bindgen emits for the doc comment `lines`.
 fn doxygen(lines: &[String]) -> Vec<TokenStream> {
     lines.iter().map(|l| quote!(#[doc = #l])).collect()
