@@ -785,6 +785,8 @@ pub fn group_of(item: &syn::Item) -> String {
         syn::Item::Type(t) => t.ident.to_string(),
         syn::Item::Const(c) if c.ident != "_" => c.ident.to_string(),
         syn::Item::Static(s) => s.ident.to_string(),
+        // `impl From<X> for u32`, the writer's conversions (in a generated file), goes with `X`.
+        syn::Item::Impl(i) if from_type(i).is_some() => from_type(i).unwrap_or_default(),
         syn::Item::Impl(i) => i.self_ty.to_token_stream().to_string(),
         // bindgen's `pub use self::X_enum as X;` for a typedef of an enumeration.
         syn::Item::Use(syn::ItemUse {
@@ -795,6 +797,16 @@ pub fn group_of(item: &syn::Item) -> String {
             _ => unreachable!("matched above"),
         },
         other => first_generic_type(other).unwrap_or_default(),
+    }
+}
+
+/// The `X` of `impl From<X> for ..`.
+fn from_type(i: &syn::ItemImpl) -> Option<String> {
+    let path = &i.trait_.as_ref()?.0;
+    let last = path.segments.last().filter(|s| s.ident == "From")?;
+    match &last.arguments {
+        syn::PathArguments::AngleBracketed(a) => Some(a.args.to_token_stream().to_string()),
+        _ => None,
     }
 }
 
