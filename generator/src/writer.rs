@@ -19,6 +19,7 @@ mod types;
 
 pub use types::{
     DOC_STRING, conversions as type_conversions, shape as type_shape, tokens as type_tokens,
+    translation as type_translation,
 };
 
 /// The template files, read and checked: their text, which each generation parses again
