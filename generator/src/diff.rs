@@ -430,7 +430,7 @@ impl<'a> Types<'a> {
 
     fn size_of_type(&self, ty: &CType, depth: u32) -> Option<u64> {
         match ty {
-            CType::Pointer { .. } | CType::Function(_) => Some(8),
+            CType::Pointer { .. } | CType::Function { .. } => Some(8),
             CType::Array { of, len } => {
                 let len: syn::LitInt = syn::parse_str(len).ok()?;
                 Some(self.size_of_type(of, depth)? * len.base10_parse::<u64>().ok()?)

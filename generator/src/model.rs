@@ -202,8 +202,14 @@ pub enum CType {
         /// The length, as bindgen spelled it (`16usize`).
         len: String,
     },
-    /// A function type (`unsafe extern "C" fn(..) -> ..`), by its Rust tokens.
-    Function(String),
+    /// A function pointer (`unsafe extern "C" fn(userData: *mut c_void)`; bindgen makes a
+    /// nullable one `Option` of it).
+    Function {
+        /// The parameters, each with its name where the header gives one.
+        params: Vec<(Option<String>, CType)>,
+        /// The return type, if not `void`.
+        ret: Option<Box<CType>>,
+    },
     /// Any other type, by its Rust tokens (none in the bindings of any pinned target).
     Other(String),
 }
@@ -221,7 +227,31 @@ impl CType {
                 of: Box::new(CType::of(&a.elem)),
                 len: quote::ToTokens::to_token_stream(&a.len).to_string(),
             },
-            syn::Type::FnPtr(_) => CType::Function(tokens()),
+            syn::Type::FnPtr(f)
+                if f.unsafety.is_some()
+                    && f.lifetimes.is_none()
+                    && f.variadic.is_none()
+                    && f.abi
+                        .as_ref()
+                        .and_then(|a| a.name.as_ref())
+                        .map(|n| n.value())
+                        == Some("C".to_owned()) =>
+            {
+                CType::Function {
+                    params: (f.inputs.iter())
+                        .map(|a| {
+                            (
+                                a.name.as_ref().map(|(n, _)| n.to_string()),
+                                CType::of(&a.ty),
+                            )
+                        })
+                        .collect(),
+                    ret: match &f.output {
+                        syn::ReturnType::Default => None,
+                        syn::ReturnType::Type(_, ty) => Some(Box::new(CType::of(ty))),
+                    },
+                }
+            }
             syn::Type::Path(p) if p.qself.is_none() => {
                 let segments = &p.path.segments;
                 let mut path = String::new();
@@ -271,7 +301,7 @@ impl CType {
                 named(path) || args.iter().any(|a| a.carries(carriers))
             }
             CType::Pointer { to: of, .. } | CType::Array { of, .. } => of.carries(carriers),
-            CType::Function(_) | CType::Other(_) => true,
+            CType::Function { .. } | CType::Other(_) => true,
         }
     }
 
@@ -288,8 +318,19 @@ impl CType {
 impl std::fmt::Display for CType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CType::Named(tokens) | CType::Function(tokens) | CType::Other(tokens) => {
-                f.write_str(tokens)
+            CType::Named(tokens) | CType::Other(tokens) => f.write_str(tokens),
+            CType::Function { params, ret } => {
+                let params: Vec<String> = (params.iter())
+                    .map(|(name, ty)| match name {
+                        Some(name) => format!("{name}: {ty}"),
+                        None => ty.to_string(),
+                    })
+                    .collect();
+                write!(f, "unsafe extern \"C\" fn({})", params.join(", "))?;
+                match ret {
+                    Some(ret) => write!(f, " -> {ret}"),
+                    None => Ok(()),
+                }
             }
             CType::Generic { path, args } => {
                 let args: Vec<String> = args.iter().map(ToString::to_string).collect();

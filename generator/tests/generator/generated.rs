@@ -268,7 +268,7 @@ fn opaque(ty: &hostcb_generator::model::CType) -> bool {
         CType::Other(_) => true,
         CType::Pointer { to: t, .. } | CType::Array { of: t, .. } => opaque(t),
         CType::Generic { args, .. } => args.iter().any(opaque),
-        CType::Named(_) | CType::Function(_) => false,
+        CType::Named(_) | CType::Function { .. } => false,
     }
 }
 
