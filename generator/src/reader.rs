@@ -27,7 +27,7 @@ mod fixup;
 mod scan;
 mod types;
 
-pub use types::type_def;
+pub use types::{doc, type_def};
 
 /// What bindgen needs to find the headers.
 #[derive(Clone, Debug)]
@@ -486,20 +486,9 @@ fn function(
             status,
         });
     }
-    let doc = decl
-        .attrs
+    let doc = types::doc(&decl.attrs)
         .iter()
-        .filter_map(|a| match &a.meta {
-            syn::Meta::NameValue(nv) if nv.path.is_ident("doc") => match &nv.value {
-                syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                }) => Some(s.value()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .flat_map(|s| s.lines().map(str::to_owned).collect::<Vec<_>>())
+        .flat_map(|s| s.lines().map(str::to_owned))
         .collect();
 
     let (name, per_thread_symbol) = match api {

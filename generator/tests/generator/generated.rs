@@ -279,19 +279,7 @@ fn doc_comments(file: &syn::File) -> Vec<String> {
     struct Docs(Vec<String>);
     impl Docs {
         fn take(&mut self, attrs: &[syn::Attribute]) {
-            let lines: Vec<String> = attrs
-                .iter()
-                .filter_map(|a| match &a.meta {
-                    syn::Meta::NameValue(nv) if nv.path.is_ident("doc") => match &nv.value {
-                        syn::Expr::Lit(syn::ExprLit {
-                            lit: syn::Lit::Str(s),
-                            ..
-                        }) => Some(s.value()),
-                        _ => None,
-                    },
-                    _ => None,
-                })
-                .collect();
+            let lines = hostcb_generator::reader::doc(attrs);
             if !lines.is_empty() {
                 self.0.push(lines.join("\n"));
             }
